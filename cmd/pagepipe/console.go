@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Message-level bits, as makedumpfile's print_info.h.
+const (
+	mlProgress = 1  // progress indicator, always on stderr
+	mlCommon   = 2  // common messages: stdout (stderr with -F)
+	mlError    = 4  // error messages: stderr
+	mlDebug    = 8  // debug messages: stdout (stderr with -F)
+	mlReport   = 16 // report and STEP timings: stdout (stderr with -F)
+)
+
+// console prints messages by class, to the stream makedumpfile uses.
+type console struct {
+	level  int
+	stdout io.Writer // stderr when the dump itself goes to stdout (-F)
+	stderr io.Writer
+	// tty: the progress line is redrawn with \r; otherwise each update is
+	// its own line (serial consoles, journald).
+	tty bool
+}
+
+func (c *console) msg(format string, a ...any) {
+	if c.level&mlCommon != 0 {
+		fmt.Fprintf(c.stdout, format, a...)
+	}
+}
+
+func (c *console) debug(format string, a ...any) {
+	if c.level&mlDebug != 0 {
+		fmt.Fprintf(c.stdout, format, a...)
+	}
+}
+
+func (c *console) report(format string, a ...any) {
+	if c.level&mlReport != 0 {
+		fmt.Fprintf(c.stdout, format, a...)
+	}
+}
+
+func (c *console) errorf(format string, a ...any) {
+	if c.level&mlError != 0 {
+		fmt.Fprintf(c.stderr, format, a...)
+	}
+}
+
+// progress draws makedumpfile's progress line: label padded to 50 columns,
+// percentage, spinner, ETA; pagepipe adds the current throughput.
+type progress struct {
+	c       *console
+	label   string
+	total   uint64
+	start   time.Time
+	last    time.Time
+	spin    int
+	lastPct int
+}
+
+func (c *console) newProgress(label string, total uint64) *progress {
+	now := time.Now()
+	return &progress{c: c, label: label, total: total, start: now, lastPct: -1}
+}
+
+// update redraws the line at most once a second, and always at 100 %.
+func (p *progress) update(done uint64) {
+	if p.c.level&mlProgress == 0 {
+		return
+	}
+	now := time.Now()
+	pct := 1000
+	if p.total > 0 {
+		pct = int(done * 1000 / p.total)
+	}
+	if pct < 1000 && now.Sub(p.last) < time.Second {
+		return
+	}
+	if pct == p.lastPct && !p.c.tty {
+		return
+	}
+	p.last, p.lastPct = now, pct
+	elapsed := now.Sub(p.start)
+	eta := " "
+	if done > 0 && elapsed > 0 {
+		eta = "eta: " + formatETA(time.Duration(float64(elapsed)*float64(p.total-done)/float64(done)))
+	}
+	rate := ""
+	if s := elapsed.Seconds(); s > 0 {
+		rate = fmt.Sprintf("  %.0f MiB/s", float64(done)*4096/s/(1<<20))
+	}
+	spinner := `/|\-`[p.spin%4]
+	p.spin++
+	lead, tail := "\r", ""
+	if !p.c.tty {
+		lead, tail = "", "\n"
+	}
+	fmt.Fprintf(p.c.stderr, "%s%-50s: [%3d.%d %%] %c  %16s%s%s", lead, p.label, pct/10, pct%10, spinner, eta, rate, tail)
+}
+
+// finish prints the final 100 % line and ends it.
+func (p *progress) finish() {
+	if p.c.level&mlProgress == 0 {
+		return
+	}
+	p.lastPct = -1
+	p.update(p.total)
+	if p.c.tty {
+		fmt.Fprint(p.c.stderr, "\n")
+	}
+}
+
+// formatETA follows makedumpfile: Ns, MmSs, HhMm, DdHh, >100day.
+func formatETA(d time.Duration) string {
+	s := int64(d.Seconds())
+	switch {
+	case s < 100:
+		return fmt.Sprintf("%ds", s)
+	case s < 100*60:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	case s < 48*3600:
+		return fmt.Sprintf("%dh%dm", s/3600, s/60%60)
+	case s < 100*86400:
+		return fmt.Sprintf("%dd%dh", s/86400, s/3600%24)
+	}
+	return ">100day"
+}
+
+// oneLine flattens an error to the single line users see.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", " ")
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/pipeline"
+	"pagepipe/sink"
+	"pagepipe/source"
+)
+
+// dumpJob is one run of the main command: VMCORE in, DUMPFILE out.
+type dumpJob struct {
+	opts        *options
+	con         *console
+	vmcore, out string
+	stats       pipeline.Stats
+}
+
+func (j *dumpJob) run(ctx context.Context) error {
+	o := j.opts
+	v, err := source.Open(j.vmcore)
+	if err != nil {
+		return fmt.Errorf("open vmcore: %w", err)
+	}
+	defer v.Close()
+
+	level := o.levels[0]
+	plan, err := filter.NewPlan(v.Info, level)
+	if err != nil {
+		return err
+	}
+	var cd *codec.Codec
+	if o.compress != 0 {
+		if cd, err = codec.ByFlag(o.compress); err != nil {
+			return err
+		}
+		if !cd.Standard {
+			j.con.msg("WARNING: %s compression is a pagepipe extension that crash, libkdumpfile and makedumpfile cannot read; convert the dump with pagepipe before sharing it.\n", cd.Name)
+		}
+	}
+
+	f, err := j.create()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	meta := &sink.Meta{
+		BlockSize:      source.PageSize,
+		NrCPUs:         int32(v.NrCPUs),
+		DumpLevel:      int32(level),
+		Notes:          v.Notes,
+		VmcoreinfoOff:  v.VmcoreinfoOff,
+		VmcoreinfoSize: v.VmcoreinfoSize,
+		MaxMapnr:       v.MaxMapnr,
+		Present:        plan.Present,
+		Dumpable:       plan.Dumpable,
+		NumDumpable:    plan.NumDumpable,
+		ZeroPage:       level.Has(filter.ExcludeZero),
+	}
+	if cd != nil {
+		meta.Status = cd.Flag
+	}
+	k, err := sink.NewKdump(f, meta)
+	if err != nil {
+		return fmt.Errorf("%s: %w", j.out, err)
+	}
+	prog := j.con.newProgress("Copying data", plan.NumDumpable)
+	j.stats, err = pipeline.Run(ctx, pipeline.Config{
+		Workers: o.threads,
+		NewReader: func() pipeline.PageReader {
+			return v.NewReader(o.mapSizeKiB<<10, !o.nonMmap)
+		},
+		Dumpable:    plan.Dumpable,
+		Total:       plan.NumDumpable,
+		ExcludeZero: meta.ZeroPage,
+		Codec:       cd,
+		Writer:      k,
+		Progress:    prog.update,
+	})
+	if err != nil {
+		return err
+	}
+	if err := k.Close(); err != nil {
+		return fmt.Errorf("%s: %w", j.out, err)
+	}
+	prog.finish()
+	return f.Close()
+}
+
+// create opens the dump file, refusing to clobber an existing one unless -f.
+func (j *dumpJob) create() (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if j.opts.force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(j.out, flags, 0o600)
+	if os.IsExist(err) {
+		return nil, fmt.Errorf("can't open the dump file(%s): file exists (use -f to overwrite)", j.out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("can't open the dump file: %w", err)
+	}
+	return f, nil
+}
+
+func codecNames() []string {
+	var names []string
+	for _, c := range codec.All() {
+		names = append(names, c.Name)
+	}
+	return names
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"pagepipe/codec"
+	"time"
+
+	"pagepipe/kdumpfmt"
+	"pagepipe/source"
+)
+
+// runInspect prints a kdump file's headers and page counts.
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: pagepipe inspect DUMPFILE")
+		return exitFailed
+	}
+	d, err := source.OpenDump(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		return exitFailed
+	}
+	defer d.Close()
+	if err := inspect(d, stdout); err != nil {
+		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		return exitFailed
+	}
+	return exitOK
+}
+
+func inspect(d *source.Dump, w io.Writer) error {
+	h, s := d.Header, d.Sub
+	fmt.Fprintf(w, "file            : %s\n", d.Path)
+	fmt.Fprintf(w, "signature       : %q (header_version %d)\n", h.Signature[:], h.HeaderVersion)
+	fmt.Fprintf(w, "release         : %s\n", h.Utsfield(2))
+	fmt.Fprintf(w, "machine         : %s\n", h.Utsfield(4))
+	fmt.Fprintf(w, "crash time      : %s\n", time.Unix(h.TimestampSec, 0).UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "status          : %#x%s\n", h.Status, statusNames(h.Status))
+	fmt.Fprintf(w, "block size      : %d\n", h.BlockSize)
+	fmt.Fprintf(w, "sub header      : %d blocks\n", h.SubHdrSize)
+	fmt.Fprintf(w, "bitmaps         : %d blocks\n", h.BitmapBlocks)
+	fmt.Fprintf(w, "max_mapnr       : %d\n", d.MaxMapnr)
+	fmt.Fprintf(w, "cpus            : %d\n", h.NrCPUs)
+	fmt.Fprintf(w, "phys_base       : %#x\n", s.PhysBase)
+	fmt.Fprintf(w, "dump level      : %d\n", s.DumpLevel)
+	fmt.Fprintf(w, "notes           : %d bytes at %d\n", s.SizeNote, s.OffsetNote)
+	fmt.Fprintf(w, "vmcoreinfo      : %d bytes at %d\n", s.SizeVmcoreinfo, s.OffsetVmcoreinfo)
+	if s.Split != 0 {
+		fmt.Fprintf(w, "split           : pfns [%d, %d)\n", s.StartPFN64, s.EndPFN64)
+	}
+	present, dumpable := d.Present.Count(0, d.MaxMapnr), d.NumDumpable()
+	fmt.Fprintf(w, "present pages   : %d\n", present)
+	fmt.Fprintf(w, "dumpable pages  : %d\n", dumpable)
+
+	counts := map[uint32]uint64{}
+	var zero, lost uint64
+	var zeroOff int64 = -1
+	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
+		desc, err := d.Desc(pfn)
+		if err != nil {
+			return err
+		}
+		switch {
+		case desc.Offset == 0:
+			lost++
+			continue
+		case zeroOff < 0:
+			if s.DumpLevel&1 != 0 {
+				zeroOff = desc.Offset
+			}
+		}
+		if desc.Offset == zeroOff && s.DumpLevel&1 != 0 {
+			zero++
+			continue
+		}
+		counts[desc.Flags]++
+	}
+	fmt.Fprintf(w, "  zero (shared) : %d\n", zero)
+	fmt.Fprintf(w, "  raw           : %d\n", counts[0])
+	for _, c := range codec.All() {
+		if n := counts[c.Flag]; n > 0 {
+			fmt.Fprintf(w, "  %-14s: %d\n", c.Name, n)
+		}
+	}
+	if lost > 0 {
+		fmt.Fprintf(w, "  lost          : %d\n", lost)
+	}
+	return nil
+}
+
+func flagName(f uint32) string {
+	if c, err := codec.ByFlag(f); err == nil {
+		return c.Name
+	}
+	return fmt.Sprintf("flag %#x", f)
+}
+
+func statusNames(st uint32) string {
+	s := ""
+	for _, c := range codec.All() {
+		if st&c.Flag != 0 {
+			s += " " + c.Name
+		}
+	}
+	if st&kdumpfmt.StatusIncomplete != 0 {
+		s += " INCOMPLETE"
+	}
+	if st&kdumpfmt.StatusExcludedVmemmap != 0 {
+		s += " excluded-vmemmap"
+	}
+	return s
+}

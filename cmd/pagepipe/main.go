@@ -1,0 +1,114 @@
+// Command pagepipe turns a crashed kernel's memory (/proc/vmcore) into a
+// filtered, compressed kdump file on every CPU it may use. It takes
+// makedumpfile's command line:
+//
+//	pagepipe [-c|-l|-p|-z|--lz4] [-d LEVEL] [--num-threads N] VMCORE DUMPFILE
+//
+// and subcommands of its own: inspect, gen-vmcore.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+)
+
+const version = "0.1.0"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes, as makedumpfile's.
+const (
+	exitOK           = 0
+	exitFailed       = 1
+	exitWrongRelease = 2
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "inspect":
+			return runInspect(args[1:], stdout, stderr)
+		case "gen-vmcore":
+			return runGenVmcore(args[1:], stdout, stderr)
+		}
+	}
+	return runDump(args, stdout, stderr)
+}
+
+func runDump(args []string, stdout, stderr io.Writer) int {
+	c := &console{level: 7, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
+	o, err := parseOptions(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
+		}
+		return exitFailed
+	}
+	c.level = o.msgLevel
+	switch {
+	case o.help:
+		printUsage(stdout)
+		return exitOK
+	case o.version:
+		printVersion(stdout)
+		return exitOK
+	}
+	if len(o.args) != 2 {
+		c.errorf("pagepipe: need VMCORE and DUMPFILE, got %d arguments\n", len(o.args))
+		c.errorf("Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
+		return exitFailed
+	}
+	if o.checkParams {
+		return exitOK
+	}
+	job := &dumpJob{opts: o, con: c, vmcore: o.args[0], out: o.args[1]}
+	if err := job.run(context.Background()); err != nil {
+		c.errorf("pagepipe: %s\n", oneLine(err))
+		c.msg("\npagepipe Failed.\n")
+		return exitFailed
+	}
+	c.msg("\nThe dumpfile is saved to %s.\n", job.out)
+	c.msg("\npagepipe Completed.\n")
+	return exitOK
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "pagepipe: version %s (a makedumpfile-compatible dump writer)\n\n", version)
+	fmt.Fprintf(w, "codecs: %s (all built in)\n", strings.Join(codecNames(), ", "))
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `pagepipe: write a crashed kernel's memory as a filtered, compressed dump.
+
+Usage:
+  pagepipe [-c|-l|-p|-z|--lz4] [-d DUMP_LEVEL] [--num-threads N] [OPTION]... VMCORE DUMPFILE
+  pagepipe inspect DUMPFILE
+  pagepipe gen-vmcore [--size MIB] [--seed N] OUTPUT
+
+Options (makedumpfile's):
+  -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)
+  --lz4              compress with lz4 (pagepipe extension; convert before sharing)
+  -d DUMP_LEVEL      exclude pages: 1 zero, 2 cache, 4 private cache, 8 user, 16 free (sum them)
+  -f                 overwrite an existing DUMPFILE
+  --num-threads N    workers for reading and compressing (default: every usable CPU)
+  --map-size KIB     mmap window over the vmcore (default 4096)
+  --non-mmap         read the vmcore with read() instead of mmap()
+  --message-level N  1 progress, 2 common, 4 errors, 8 debug, 16 report (default 7)
+  --check-params     only check the command line
+  -v, -h             version, this help
+`)
+}

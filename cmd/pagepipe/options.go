@@ -1,0 +1,160 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/kdumpfmt"
+)
+
+// options are makedumpfile's command line, plus pagepipe's own.
+type options struct {
+	compress    uint32 // page flag of the chosen codec; 0 = none
+	levels      []filter.Level
+	force       bool
+	threads     int
+	mapSizeKiB  int
+	nonMmap     bool
+	msgLevel    int
+	version     bool
+	help        bool
+	checkParams bool
+	args        []string
+}
+
+// compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
+// so the one given last wins, as in makedumpfile.
+type compressFlag struct {
+	o    *options
+	flag uint32
+}
+
+func (c compressFlag) String() string   { return "false" }
+func (c compressFlag) Type() string     { return "bool" }
+func (c compressFlag) IsBoolFlag() bool { return true }
+func (c compressFlag) Set(v string) error {
+	if v == "true" {
+		c.o.compress = c.flag
+	}
+	return nil
+}
+
+// errUsage marks command-line errors (makedumpfile: "Commandline parameter
+// is invalid.").
+var errUsage = errors.New("commandline parameter is invalid")
+
+func newFlagSet(o *options) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("pagepipe", pflag.ContinueOnError)
+	fs.SortFlags = false
+	for _, c := range []struct {
+		short, long string
+		flag        uint32
+		usage       string
+	}{
+		{"c", "", kdumpfmt.StatusZlib, "compress pages with zlib"},
+		{"l", "", kdumpfmt.StatusLZO, "compress pages with lzo"},
+		{"p", "", kdumpfmt.StatusSnappy, "compress pages with snappy"},
+		{"z", "", kdumpfmt.StatusZstd, "compress pages with zstd"},
+		{"", "lz4", kdumpfmt.StatusLZ4, "compress pages with lz4 (pagepipe extension)"},
+	} {
+		name := c.long
+		if name == "" {
+			name = "compress-" + c.short // pflag needs a long name; it stays hidden
+		}
+		f := fs.VarPF(compressFlag{o, c.flag}, name, c.short, c.usage)
+		f.NoOptDefVal = "true"
+		f.Hidden = c.long == ""
+	}
+	fs.StringP("dump-level", "d", "0", "dump level 0-31, or a comma-separated list")
+	fs.BoolVarP(&o.force, "force", "f", false, "overwrite an existing dump file")
+	fs.IntVar(&o.threads, "num-threads", 0, "compression workers (default: every usable CPU)")
+	fs.IntVar(&o.mapSizeKiB, "map-size", 4096, "mmap window in KiB (a multiple of the page size)")
+	fs.BoolVar(&o.nonMmap, "non-mmap", false, "read the vmcore with read() instead of mmap()")
+	fs.IntVar(&o.msgLevel, "message-level", 7, "message level bitmask 0-31")
+	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
+	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
+	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
+	return fs
+}
+
+// parseOptions parses makedumpfile's command line: options before or after
+// the positionals, clustered short options (-cd 31), --opt=N and --opt N,
+// and unique prefixes of long options (--message 7), as getopt_long takes.
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	fs.Usage = func() {}
+	args, err := expandPrefixes(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	o.args = fs.Args()
+	if o.levels, err = filter.ParseLevels(fs.Lookup("dump-level").Value.String()); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.msgLevel < 0 || o.msgLevel > 31 {
+		return nil, fmt.Errorf("Message_level(%d) is invalid", o.msgLevel)
+	}
+	if o.mapSizeKiB <= 0 || o.mapSizeKiB%4 != 0 {
+		return nil, fmt.Errorf("%w: --map-size %d is not a positive multiple of the page size in KiB", errUsage, o.mapSizeKiB)
+	}
+	if o.threads < 0 {
+		return nil, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
+	}
+	if o.threads == 0 {
+		o.threads = runtime.GOMAXPROCS(0)
+	}
+	if o.compress != 0 {
+		if _, err := codec.ByFlag(o.compress); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// expandPrefixes rewrites --abbrev[=v] to the one long option it is a
+// unique prefix of; an ambiguous prefix is an error, as in getopt_long.
+func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...), nil
+		}
+		if !strings.HasPrefix(a, "--") || len(a) == 2 {
+			out = append(out, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(a[2:], "=")
+		if fs.Lookup(name) == nil {
+			var match []string
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !f.Hidden && strings.HasPrefix(f.Name, name) {
+					match = append(match, f.Name)
+				}
+			})
+			switch len(match) {
+			case 1:
+				name = match[0]
+			case 0:
+				return nil, fmt.Errorf("%w: unrecognized option '--%s'", errUsage, name)
+			default:
+				return nil, fmt.Errorf("%w: option '--%s' is ambiguous; possibilities: --%s", errUsage, name, strings.Join(match, " --"))
+			}
+		}
+		if hasVal {
+			out = append(out, "--"+name+"="+val)
+		} else {
+			out = append(out, "--"+name)
+		}
+	}
+	return out, nil
+}

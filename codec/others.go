@@ -1,0 +1,123 @@
+package codec
+
+import (
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
+	"pagepipe/kdumpfmt"
+)
+
+func init() {
+	// snappy (-p): the raw block format (varint length + elements) that
+	// snappy_uncompress reads, not the framed stream.
+	register(&Codec{
+		Flag: kdumpfmt.StatusSnappy, Name: "snappy", Standard: true,
+		NewCompressor:   func() Compressor { return snappyCompressor{} },
+		NewDecompressor: func() Decompressor { return snappyDecompressor{} },
+	})
+	// zstd (-z): one frame per page at the fastest level, content size in
+	// the frame header, no checksum.
+	register(&Codec{
+		Flag: kdumpfmt.StatusZstd, Name: "zstd", Standard: true,
+		NewCompressor:   newZstdCompressor,
+		NewDecompressor: newZstdDecompressor,
+	})
+	// lz4 (--lz4): a pagepipe extension; one lz4 block per page.
+	register(&Codec{
+		Flag: kdumpfmt.StatusLZ4, Name: "lz4", Standard: false,
+		NewCompressor:   func() Compressor { return &lz4Compressor{} },
+		NewDecompressor: func() Decompressor { return lz4Decompressor{} },
+	})
+}
+
+type snappyCompressor struct{}
+
+func (snappyCompressor) Compress(dst, src []byte) ([]byte, error) {
+	return s2.EncodeSnappy(dst[:cap(dst)], src), nil
+}
+
+type snappyDecompressor struct{}
+
+func (snappyDecompressor) Decompress(dst, src []byte) error {
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return err
+	}
+	if err := exact("snappy", n, len(dst)); err != nil {
+		return err
+	}
+	_, err = snappy.Decode(dst, src)
+	return err
+}
+
+type zstdCompressor struct{ enc *zstd.Encoder }
+
+func newZstdCompressor() Compressor {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false),
+		zstd.WithZeroFrames(true), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		panic(err) // only bad options fail, and these are constant
+	}
+	return &zstdCompressor{enc: enc}
+}
+
+func (c *zstdCompressor) Compress(dst, src []byte) ([]byte, error) {
+	return c.enc.EncodeAll(src, dst[:0]), nil
+}
+
+type zstdDecompressor struct{ dec *zstd.Decoder }
+
+func newZstdDecompressor() Decompressor {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		panic(err)
+	}
+	return &zstdDecompressor{dec: dec}
+}
+
+func (d *zstdDecompressor) Decompress(dst, src []byte) error {
+	out, err := d.dec.DecodeAll(src, dst[:0])
+	if err != nil {
+		return err
+	}
+	if err := exact("zstd", len(out), len(dst)); err != nil {
+		return err
+	}
+	if &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
+}
+
+type lz4Compressor struct{ c lz4.Compressor }
+
+func (c *lz4Compressor) Compress(dst, src []byte) ([]byte, error) {
+	dst = dst[:cap(dst)]
+	n, err := c.c.CompressBlock(src, dst)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil // incompressible
+	}
+	return dst[:n], nil
+}
+
+type lz4Decompressor struct{}
+
+func (lz4Decompressor) Decompress(dst, src []byte) error {
+	n, err := lz4.UncompressBlock(src, dst)
+	if err != nil {
+		return err
+	}
+	return exact("lz4", n, len(dst))
+}
+
+// MaxCompressedLen bounds every codec's output for a page of n bytes, so a
+// worker's buffer never grows.
+func MaxCompressedLen(n int) int {
+	return max(s2.MaxEncodedLen(n), lz4.CompressBlockBound(n), n+n/16+64+3, n+1024)
+}

@@ -1,0 +1,91 @@
+// Package filter decides which pages of the crashed machine go into the
+// dump: the dump level's bits, the bitmaps they produce, and the counts the
+// report prints.
+package filter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"pagepipe/bitmap"
+	"pagepipe/source"
+)
+
+// Level is a makedumpfile dump level, 0–31: a set of page classes to leave out.
+type Level int
+
+// The dump level bits.
+const (
+	ExcludeZero     Level = 1  // pages filled with zero
+	ExcludeCache    Level = 2  // page cache without private data
+	ExcludeCachePri Level = 4  // all page cache
+	ExcludeUser     Level = 8  // anonymous and hugetlbfs pages
+	ExcludeFree     Level = 16 // free pages
+	MaxLevel        Level = 31
+)
+
+// Has reports whether every bit of b is set in l.
+func (l Level) Has(b Level) bool { return l&b == b }
+
+// NeedsPageScan reports whether the level needs the kernel's struct page
+// array (and so VMCOREINFO).
+func (l Level) NeedsPageScan() bool { return l&^ExcludeZero != 0 }
+
+// ParseLevels parses -d's argument: one level or a comma-separated list,
+// tried in order when the output runs out of space.
+func ParseLevels(s string) ([]Level, error) {
+	var out []Level
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > int(MaxLevel) {
+			return nil, fmt.Errorf("dump level %q is invalid (0 to 31)", f)
+		}
+		out = append(out, Level(n))
+	}
+	return out, nil
+}
+
+// Plan is the outcome of the filter pass: which pfns exist and which are
+// dumped. Zero pages are found later, while copying, because in the kdump
+// format they stay dumpable and share one descriptor.
+type Plan struct {
+	Level    Level
+	Present  *bitmap.Bitmap // 1st bitmap
+	Dumpable *bitmap.Bitmap // 2nd bitmap
+	// NumDumpable is the number of set bits in Dumpable: the number of
+	// page descriptors, which fixes where page data starts.
+	NumDumpable uint64
+}
+
+// NewPlan makes the plan for levels that need no page classification
+// (0 and 1): every pfn with data in the vmcore is dumped.
+func NewPlan(in *source.Info, level Level) (*Plan, error) {
+	if level.NeedsPageScan() {
+		return nil, fmt.Errorf("dump level %d needs the kernel's page descriptors: levels above 1 are not supported yet", level)
+	}
+	p := &Plan{Level: level}
+	p.Present, p.Dumpable = in.Bitmaps()
+	p.NumDumpable = p.Dumpable.Count(0, p.Dumpable.Len())
+	return p, nil
+}
+
+// IsZero reports whether page is all zero bytes. It ORs 64-bit words, four
+// at a time: the check runs on every copied page, so it must run at memory
+// speed.
+func IsZero(page []byte) bool {
+	le := binary.LittleEndian
+	for len(page) >= 32 {
+		if le.Uint64(page)|le.Uint64(page[8:])|le.Uint64(page[16:])|le.Uint64(page[24:]) != 0 {
+			return false
+		}
+		page = page[32:]
+	}
+	for _, c := range page {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,240 @@
+// Package pipeline runs the copy pass: it cuts the dumpable pfns into
+// chunks, lets N workers read, zero-check and compress them in any order,
+// and hands the results to one writer strictly in pfn order.
+//
+//	producer ──work──▶ worker × N ──┐ (each chunk carries its own done channel)
+//	    └────────────order──────────┴──▶ writer (waits on chunks in sequence)
+//
+// The order channel is the reorder stage: the producer queues every chunk
+// there in sequence as it queues it for the workers, and the writer takes
+// them from it one by one, waiting for each to be finished. So the output
+// is byte-identical for any number of workers.
+//
+// Memory bound: chunks come from a fixed pool of 2×workers+2, each holding
+// at most ChunkPages pages of output (4 KiB each) plus their records; the
+// producer blocks when all are in flight. With the default 256 pages that
+// is about (2N+2) MiB, e.g. 10 MiB for 4 workers. Nothing else grows with
+// the size of the vmcore.
+//
+// The first error from any stage cancels the context; every stage returns
+// on cancellation and Run reports that first error once.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"pagepipe/bitmap"
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/sink"
+	"pagepipe/source"
+)
+
+// ChunkPages is the most dumpable pages one chunk carries.
+const ChunkPages = 256
+
+// PageReader yields the bytes of a pfn; the slice is valid until the next call.
+type PageReader interface {
+	Page(pfn uint64) ([]byte, error)
+	Close()
+}
+
+// Writer consumes pages in pfn order.
+type Writer interface {
+	WritePages(pages []sink.Page, data []byte) error
+}
+
+// Config is one copy pass.
+type Config struct {
+	Workers int
+	// NewReader makes one page reader per worker.
+	NewReader func() PageReader
+	Dumpable  *bitmap.Bitmap
+	// Total is the number of set bits in Dumpable, for progress.
+	Total uint64
+	// ExcludeZero: dump level bit 1, zero pages are marked, not stored.
+	ExcludeZero bool
+	// Codec compresses pages; nil stores them raw.
+	Codec  *codec.Codec
+	Writer Writer
+	// Progress, if set, is called by the writer after each chunk with the
+	// number of pages written so far.
+	Progress func(done uint64)
+}
+
+// Stats counts what the pass did.
+type Stats struct {
+	Pages      uint64 // dumpable pages written
+	ZeroPages  uint64 // pages replaced by the shared zero page
+	Compressed uint64 // pages stored compressed
+	Raw        uint64 // pages stored raw
+	DataBytes  uint64 // page data bytes written (without the zero page)
+}
+
+type chunk struct {
+	seq   uint64
+	pfns  []uint64
+	pages []sink.Page
+	data  []byte
+	done  chan struct{}
+	err   error
+}
+
+// Run performs the copy pass.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
+	workers := max(cfg.Workers, 1)
+	g, ctx := errgroup.WithContext(ctx)
+
+	poolSize := 2*workers + 2
+	free := make(chan *chunk, poolSize)
+	for range poolSize {
+		free <- &chunk{
+			pfns:  make([]uint64, 0, ChunkPages),
+			pages: make([]sink.Page, 0, ChunkPages),
+			data:  make([]byte, 0, ChunkPages*source.PageSize),
+			done:  make(chan struct{}, 1),
+		}
+	}
+	work := make(chan *chunk, poolSize)
+	order := make(chan *chunk, poolSize)
+
+	// Producer: walk the 2nd bitmap in pfn order.
+	g.Go(func() error {
+		defer close(work)
+		defer close(order)
+		m := cfg.Dumpable
+		var seq uint64
+		for pfn := m.NextSet(0); pfn < m.Len(); {
+			var c *chunk
+			select {
+			case c = <-free:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			c.seq, c.pfns = seq, c.pfns[:0]
+			seq++
+			for ; pfn < m.Len() && len(c.pfns) < ChunkPages; pfn = m.NextSet(pfn + 1) {
+				c.pfns = append(c.pfns, pfn)
+			}
+			for _, ch := range []chan *chunk{order, work} {
+				select {
+				case ch <- c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+
+	var zero, compressed atomic.Uint64
+	for range workers {
+		g.Go(func() error {
+			w := newWorker(cfg)
+			defer w.close()
+			for c := range work {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				c.err = w.process(c)
+				if c.err == nil {
+					zero.Add(w.zero)
+					compressed.Add(w.compressed)
+				}
+				c.done <- struct{}{}
+				if c.err != nil {
+					return c.err
+				}
+			}
+			return nil
+		})
+	}
+
+	var st Stats
+	g.Go(func() error {
+		for c := range order {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if c.err != nil {
+				return c.err
+			}
+			if err := cfg.Writer.WritePages(c.pages, c.data); err != nil {
+				return err
+			}
+			st.Pages += uint64(len(c.pages))
+			st.DataBytes += uint64(len(c.data))
+			if cfg.Progress != nil {
+				cfg.Progress(st.Pages)
+			}
+			free <- c
+		}
+		return nil
+	})
+
+	err := g.Wait()
+	st.ZeroPages, st.Compressed = zero.Load(), compressed.Load()
+	st.Raw = st.Pages - st.ZeroPages - st.Compressed
+	return st, err
+}
+
+// worker holds one goroutine's reader and codec state, reused for every
+// page it handles.
+type worker struct {
+	cfg        Config
+	r          PageReader
+	comp       codec.Compressor
+	buf        []byte
+	zero       uint64 // per chunk
+	compressed uint64
+}
+
+func newWorker(cfg Config) *worker {
+	w := &worker{cfg: cfg, r: cfg.NewReader()}
+	if cfg.Codec != nil {
+		w.comp = cfg.Codec.NewCompressor()
+		w.buf = make([]byte, 0, codec.MaxCompressedLen(source.PageSize))
+	}
+	return w
+}
+
+func (w *worker) close() { w.r.Close() }
+
+// process fills c.pages and c.data for c.pfns. A compressed page is kept
+// only when it is strictly smaller than a page; otherwise it is stored raw.
+func (w *worker) process(c *chunk) error {
+	c.pages, c.data = c.pages[:0], c.data[:0]
+	w.zero, w.compressed = 0, 0
+	for _, pfn := range c.pfns {
+		page, err := w.r.Page(pfn)
+		if err != nil {
+			return err
+		}
+		if w.cfg.ExcludeZero && filter.IsZero(page) {
+			c.pages = append(c.pages, sink.Page{Zero: true})
+			w.zero++
+			continue
+		}
+		if w.comp != nil {
+			out, err := w.comp.Compress(w.buf, page)
+			if err != nil {
+				return fmt.Errorf("compress pfn %#x with %s: %w", pfn, w.cfg.Codec.Name, err)
+			}
+			if out != nil && len(out) < len(page) {
+				c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
+				c.data = append(c.data, out...)
+				w.compressed++
+				continue
+			}
+		}
+		c.pages = append(c.pages, sink.Page{Size: uint32(len(page))})
+		c.data = append(c.data, page...)
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+// Package sink writes the ordered page stream into an output format. The
+// writers here know nothing about how pages were chosen; they get bitmaps
+// and, in pfn order, each dumped page's stored bytes.
+package sink
+
+import (
+	"fmt"
+
+	"pagepipe/bitmap"
+	"pagepipe/kdumpfmt"
+)
+
+// Output is where a dump's bytes land: a regular file, or a flattened
+// stream that turns each positioned write into a record.
+type Output interface {
+	WriteAt(p []byte, off int64) (int, error)
+}
+
+// Meta is everything in a kdump file besides the pages.
+type Meta struct {
+	BlockSize uint64
+	Utsname   [kdumpfmt.UtsnameSize]byte
+	CrashTime int64
+	NrCPUs    int32
+	PhysBase  uint64
+	DumpLevel int32
+	// Status holds the compression flag of the whole dump.
+	Status uint32
+	// Notes is the input's PT_NOTE contents; the VMCOREINFO text is at
+	// Notes[VmcoreinfoOff:][:VmcoreinfoSize] (size 0: none).
+	Notes                         []byte
+	VmcoreinfoOff, VmcoreinfoSize uint64
+	MaxMapnr                      uint64
+	Present, Dumpable             *bitmap.Bitmap
+	NumDumpable                   uint64
+	// ZeroPage: dump level bit 1; all zero pages share one raw zero page
+	// stored first in the data area.
+	ZeroPage bool
+}
+
+// Page is one dumped page as the workers produced it.
+type Page struct {
+	Size  uint32 // bytes of data for this page in the chunk's data
+	Flags uint32 // compression flag, 0 raw
+	Zero  bool   // use the shared zero page; no data
+}
+
+const (
+	dataBufSize = 1 << 20
+	descBufSize = 256 << 10
+)
+
+// Kdump writes a kdump-compressed file (header_version 6). Page
+// descriptors and data go through two buffers flushed with large
+// positioned writes, so each region is written sequentially.
+type Kdump struct {
+	out      Output
+	layout   kdumpfmt.Layout
+	zeroDesc kdumpfmt.PageDesc
+
+	descs    []byte
+	descNext uint64 // file offset of the next descriptor
+	data     []byte
+	dataNext uint64 // file offset of the next data byte
+
+	written uint64 // bytes written so far
+}
+
+// NewKdump writes the headers, notes and bitmaps and returns a writer ready
+// for pages.
+func NewKdump(out Output, m *Meta) (*Kdump, error) {
+	bs := m.BlockSize
+	l := kdumpfmt.NewLayout(bs, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
+	k := &Kdump{
+		out: out, layout: l,
+		descs: make([]byte, 0, descBufSize), descNext: l.Descs,
+		data: make([]byte, 0, dataBufSize), dataNext: l.Data,
+	}
+	h := kdumpfmt.Header{
+		HeaderVersion: kdumpfmt.HeaderVersion,
+		Utsname:       m.Utsname,
+		TimestampSec:  m.CrashTime,
+		Status:        m.Status,
+		BlockSize:     int32(bs),
+		SubHdrSize:    int32(l.SubHdrBlocks),
+		BitmapBlocks:  uint32(l.BitmapBlocks),
+		MaxMapnr:      uint32(min(m.MaxMapnr, 1<<32-1)),
+		NrCPUs:        m.NrCPUs,
+	}
+	copy(h.Signature[:], kdumpfmt.Signature)
+	sub := kdumpfmt.SubHeader{
+		PhysBase:   m.PhysBase,
+		DumpLevel:  m.DumpLevel,
+		OffsetNote: l.NoteOffset,
+		SizeNote:   uint64(len(m.Notes)),
+		MaxMapnr64: m.MaxMapnr,
+	}
+	if m.VmcoreinfoSize != 0 {
+		sub.OffsetVmcoreinfo = l.NoteOffset + m.VmcoreinfoOff
+		sub.SizeVmcoreinfo = m.VmcoreinfoSize
+	}
+	// makedumpfile's order: header, notes, sub header (it matters only for
+	// the record order of a flattened stream).
+	if err := k.writeAt(h.Marshal(), 0); err != nil {
+		return nil, err
+	}
+	if err := k.writeAt(m.Notes, l.NoteOffset); err != nil {
+		return nil, err
+	}
+	if err := k.writeAt(sub.Marshal(), bs); err != nil {
+		return nil, err
+	}
+	if err := k.writeBitmap(m.Present, l.Bitmap1, l.BitmapBlocks/2*bs); err != nil {
+		return nil, err
+	}
+	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapBlocks/2*bs); err != nil {
+		return nil, err
+	}
+	if m.ZeroPage {
+		k.zeroDesc = kdumpfmt.PageDesc{Offset: int64(l.Data), Size: uint32(bs)}
+		k.data = k.data[:bs]
+		clear(k.data)
+	}
+	return k, nil
+}
+
+// Layout returns where each region of the file is.
+func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
+
+// Written returns the number of bytes written so far.
+func (k *Kdump) Written() uint64 { return k.written }
+
+func (k *Kdump) writeAt(p []byte, off uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := k.out.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
+	}
+	k.written += uint64(len(p))
+	return nil
+}
+
+// writeBitmap writes one bitmap, padded with zeros to size bytes, in 1 MiB
+// pieces.
+func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
+	buf := make([]byte, min(size, 1<<20))
+	for done := uint64(0); done < size; {
+		n := min(uint64(len(buf)), size-done)
+		m.PutBytes(buf[:n], done)
+		if err := k.writeAt(buf[:n], off+done); err != nil {
+			return fmt.Errorf("bitmap: %w", err)
+		}
+		done += n
+	}
+	return nil
+}
+
+// WritePages appends the descriptors and data of consecutive dumped pages;
+// data holds the stored bytes of the non-zero pages, back to back.
+func (k *Kdump) WritePages(pages []Page, data []byte) error {
+	var d [kdumpfmt.PageDescSize]byte
+	for _, p := range pages {
+		desc := k.zeroDesc
+		if !p.Zero {
+			desc = kdumpfmt.PageDesc{Offset: int64(k.dataNext + uint64(len(k.data))), Size: p.Size, Flags: p.Flags}
+			if len(k.data)+int(p.Size) > cap(k.data) {
+				if err := k.flushData(); err != nil {
+					return err
+				}
+			}
+			k.data = append(k.data, data[:p.Size]...)
+			data = data[p.Size:]
+		}
+		desc.Put(d[:])
+		if len(k.descs)+len(d) > cap(k.descs) {
+			if err := k.flushDescs(); err != nil {
+				return err
+			}
+		}
+		k.descs = append(k.descs, d[:]...)
+	}
+	return nil
+}
+
+func (k *Kdump) flushData() error {
+	if err := k.writeAt(k.data, k.dataNext); err != nil {
+		return fmt.Errorf("page data: %w", err)
+	}
+	k.dataNext += uint64(len(k.data))
+	k.data = k.data[:0]
+	return nil
+}
+
+func (k *Kdump) flushDescs() error {
+	if err := k.writeAt(k.descs, k.descNext); err != nil {
+		return fmt.Errorf("page descriptors: %w", err)
+	}
+	k.descNext += uint64(len(k.descs))
+	k.descs = k.descs[:0]
+	return nil
+}
+
+// Close flushes the data, then the descriptors, as makedumpfile does.
+func (k *Kdump) Close() error {
+	if err := k.flushData(); err != nil {
+		return err
+	}
+	return k.flushDescs()
+}

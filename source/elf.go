@@ -1,0 +1,199 @@
+// Package source reads the memory image of a crashed kernel: an ELF64
+// /proc/vmcore (or QEMU's dump-guest-memory ELF, which is shaped
+// differently) and serves its pages by pfn from mmap'd windows.
+package source
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// PageSize is the x86_64 page size pagepipe works in.
+const PageSize = 4096
+
+// ELF constants used here (see elf(5)).
+const (
+	elfHeaderSize = 64
+	phdrSize      = 56
+	shdrSize      = 64
+	ptLoad        = 1
+	ptNote        = 4
+	pnXnum        = 0xffff
+	ntPrstatus    = 1
+
+	// maxPhnum bounds the program headers we accept; real vmcores have a
+	// few hundred at most (one per System RAM range), PN_XNUM ones more.
+	maxPhnum = 1 << 20
+	// maxNoteSize bounds the notes we copy (a CPU note is 336 bytes; a
+	// machine with 8192 CPUs and device dumps stays far below this).
+	maxNoteSize = 64 << 20
+)
+
+// Load is one PT_LOAD: physical memory [Paddr, Paddr+MemSize), of which the
+// first FileSize bytes are in the file at Offset.
+type Load struct {
+	Paddr, Vaddr      uint64
+	Offset            uint64
+	FileSize, MemSize uint64
+}
+
+// Info is what pagepipe needs from the ELF headers and notes.
+type Info struct {
+	Loads []Load
+	// Notes is the concatenated contents of every PT_NOTE, copied verbatim
+	// into the dump; NoteOffset is the file offset of the first PT_NOTE.
+	Notes      []byte
+	NoteOffset uint64
+	// NrCPUs counts NT_PRSTATUS notes named CORE.
+	NrCPUs int
+	// VmcoreinfoOff and VmcoreinfoSize locate the VMCOREINFO note's text
+	// inside Notes; Size 0 means there is none.
+	VmcoreinfoOff, VmcoreinfoSize uint64
+	// MaxMapnr is one past the highest pfn of any PT_LOAD.
+	MaxMapnr uint64
+}
+
+// Vmcoreinfo returns the VMCOREINFO text, or nil.
+func (in *Info) Vmcoreinfo() []byte {
+	if in.VmcoreinfoSize == 0 {
+		return nil
+	}
+	return in.Notes[in.VmcoreinfoOff : in.VmcoreinfoOff+in.VmcoreinfoSize]
+}
+
+// ErrNotELF is returned for input that is not an ELF64 little-endian core.
+var ErrNotELF = errors.New("not an ELF64 little-endian vmcore")
+
+// ParseELF reads the ELF header, program headers (at e_phoff, with extended
+// numbering) and every note of every PT_NOTE from r, a file of size bytes.
+// Every count and offset is checked against size before anything is
+// allocated, so hostile headers give an error, not a panic or a huge
+// allocation.
+func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
+	var eh [elfHeaderSize]byte
+	if _, err := r.ReadAt(eh[:], 0); err != nil {
+		if size < elfHeaderSize {
+			return nil, fmt.Errorf("elf header: file is %d bytes: %w", size, ErrNotELF)
+		}
+		return nil, fmt.Errorf("read elf header: %w", err)
+	}
+	if !bytes.Equal(eh[:4], []byte("\x7fELF")) || eh[4] != 2 || eh[5] != 1 {
+		return nil, ErrNotELF
+	}
+	le := binary.LittleEndian
+	phoff := le.Uint64(eh[32:])
+	shoff := le.Uint64(eh[40:])
+	phentsize := le.Uint16(eh[54:])
+	phnum := uint64(le.Uint16(eh[56:]))
+	if phentsize != phdrSize {
+		return nil, fmt.Errorf("elf header: e_phentsize %d, want %d", phentsize, phdrSize)
+	}
+	if phnum == pnXnum {
+		// Extended numbering: the real count is section header 0's sh_info.
+		if shoff == 0 || shoff > uint64(size) || uint64(size)-shoff < shdrSize {
+			return nil, fmt.Errorf("elf header: PN_XNUM but section header 0 at %#x is outside the %d-byte file", shoff, size)
+		}
+		var sh [shdrSize]byte
+		if _, err := r.ReadAt(sh[:], int64(shoff)); err != nil {
+			return nil, fmt.Errorf("read section header 0: %w", err)
+		}
+		phnum = uint64(le.Uint32(sh[44:]))
+	}
+	if phnum == 0 || phnum > maxPhnum {
+		return nil, fmt.Errorf("elf header: %d program headers", phnum)
+	}
+	if phoff > uint64(size) || (uint64(size)-phoff)/phdrSize < phnum {
+		return nil, fmt.Errorf("elf header: %d program headers at %#x run past the end of the %d-byte file", phnum, phoff, size)
+	}
+	ph := make([]byte, phnum*phdrSize)
+	if _, err := r.ReadAt(ph, int64(phoff)); err != nil {
+		return nil, fmt.Errorf("read program headers: %w", err)
+	}
+
+	in := &Info{}
+	var noteSegs [][2]uint64
+	for i := uint64(0); i < phnum; i++ {
+		p := ph[i*phdrSize:]
+		typ := le.Uint32(p)
+		off, vaddr, paddr := le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:])
+		filesz, memsz := le.Uint64(p[32:]), le.Uint64(p[40:])
+		if off > uint64(size) || filesz > uint64(size)-off {
+			return nil, fmt.Errorf("program header %d: data [%#x, +%#x) runs past the end of the %d-byte file", i, off, filesz, size)
+		}
+		switch typ {
+		case ptNote:
+			noteSegs = append(noteSegs, [2]uint64{off, filesz})
+		case ptLoad:
+			if paddr == ^uint64(0) {
+				continue // no physical address: not RAM
+			}
+			if memsz < filesz {
+				return nil, fmt.Errorf("program header %d: p_memsz %#x < p_filesz %#x", i, memsz, filesz)
+			}
+			if paddr+memsz < paddr || paddr+memsz > 1<<52 {
+				return nil, fmt.Errorf("program header %d: physical range [%#x, +%#x) beyond 52 bits", i, paddr, memsz)
+			}
+			in.Loads = append(in.Loads, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz})
+			in.MaxMapnr = max(in.MaxMapnr, (paddr+memsz+PageSize-1)/PageSize)
+		}
+	}
+	if len(in.Loads) == 0 {
+		return nil, errors.New("elf: no PT_LOAD segment with memory")
+	}
+	var total uint64
+	for _, s := range noteSegs {
+		total += s[1]
+	}
+	if total > maxNoteSize {
+		return nil, fmt.Errorf("elf: %d bytes of notes, more than %d", total, maxNoteSize)
+	}
+	in.Notes = make([]byte, 0, total)
+	for i, s := range noteSegs {
+		if i == 0 {
+			in.NoteOffset = s[0]
+		}
+		start := len(in.Notes)
+		in.Notes = in.Notes[:start+int(s[1])]
+		if _, err := r.ReadAt(in.Notes[start:], int64(s[0])); err != nil {
+			return nil, fmt.Errorf("read PT_NOTE at %#x: %w", s[0], err)
+		}
+		if err := in.walkNotes(start); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// walkNotes walks the notes of one PT_NOTE, Notes[start:], counting CPU
+// notes and finding VMCOREINFO. A note's name and desc are padded to 4
+// bytes. Zero padding at the end of a segment ends the walk, as the kernel
+// leaves it.
+func (in *Info) walkNotes(start int) error {
+	b := in.Notes[start:]
+	le := binary.LittleEndian
+	for off := uint64(0); off+12 <= uint64(len(b)); {
+		namesz, descsz, typ := uint64(le.Uint32(b[off:])), uint64(le.Uint32(b[off+4:])), le.Uint32(b[off+8:])
+		if namesz == 0 && descsz == 0 && typ == 0 {
+			return nil
+		}
+		nameOff := off + 12
+		descOff := nameOff + (namesz+3)&^3
+		next := descOff + (descsz+3)&^3
+		if namesz > uint64(len(b)) || descsz > uint64(len(b)) || descOff+descsz > uint64(len(b)) {
+			return fmt.Errorf("elf note at %#x: name %d and desc %d bytes run past the %d-byte PT_NOTE", off, namesz, descsz, len(b))
+		}
+		name := string(bytes.TrimRight(b[nameOff:nameOff+namesz], "\x00"))
+		switch {
+		case name == "CORE" && typ == ntPrstatus:
+			in.NrCPUs++
+		case name == "VMCOREINFO" && in.VmcoreinfoSize == 0:
+			in.VmcoreinfoOff = uint64(start) + descOff
+			in.VmcoreinfoSize = descsz
+		}
+		off = next
+	}
+	return nil
+}

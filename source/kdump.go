@@ -1,0 +1,166 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"pagepipe/bitmap"
+	"pagepipe/codec"
+	"pagepipe/kdumpfmt"
+)
+
+// Dump is an open kdump-compressed file (pagepipe's or makedumpfile's),
+// read through its page descriptors.
+type Dump struct {
+	Header   *kdumpfmt.Header
+	Sub      *kdumpfmt.SubHeader
+	Notes    []byte
+	Present  *bitmap.Bitmap
+	Dumpable *bitmap.Bitmap
+	MaxMapnr uint64
+	Path     string
+
+	f      *os.File
+	size   int64
+	descs  uint64   // file offset of the descriptor array
+	ranks  []uint64 // dumpable pages before each rankStep-pfn block
+	dec    codec.Decoders
+	stored []byte
+}
+
+const rankStep = 4096
+
+// OpenDump opens a kdump-compressed file and loads its headers, notes and
+// bitmaps.
+func OpenDump(path string) (*Dump, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := readDump(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	d.Path = path
+	return d, nil
+}
+
+func readDump(f *os.File) (*Dump, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dump{f: f, size: st.Size(), dec: codec.Decoders{}}
+	hb := make([]byte, kdumpfmt.HeaderSize)
+	if _, err := f.ReadAt(hb, 0); err != nil {
+		return nil, fmt.Errorf("read kdump header: %w", err)
+	}
+	if d.Header, err = kdumpfmt.UnmarshalHeader(hb); err != nil {
+		return nil, err
+	}
+	bs := uint64(d.Header.BlockSize)
+	sb := make([]byte, kdumpfmt.SubHeaderSize)
+	if _, err := f.ReadAt(sb, int64(bs)); err != nil {
+		return nil, fmt.Errorf("read kdump sub header: %w", err)
+	}
+	if d.Sub, err = kdumpfmt.UnmarshalSubHeader(sb); err != nil {
+		return nil, err
+	}
+	d.MaxMapnr = uint64(d.Header.MaxMapnr)
+	if d.Header.HeaderVersion >= 6 {
+		d.MaxMapnr = d.Sub.MaxMapnr64
+	}
+	half := uint64(d.Header.BitmapBlocks) / 2 * bs
+	if d.MaxMapnr > half*8 {
+		return nil, fmt.Errorf("kdump header: max_mapnr %d does not fit a %d-byte bitmap", d.MaxMapnr, half)
+	}
+	bm1 := (1 + uint64(d.Header.SubHdrSize)) * bs
+	d.descs = bm1 + 2*half
+	if d.descs > uint64(d.size) {
+		return nil, fmt.Errorf("kdump header: bitmaps end at %d, past the end of the %d-byte file", d.descs, d.size)
+	}
+	if s := d.Sub; s.SizeNote > 0 && s.SizeNote <= uint64(d.size) && s.OffsetNote <= uint64(d.size)-s.SizeNote {
+		d.Notes = make([]byte, s.SizeNote)
+		if _, err := f.ReadAt(d.Notes, int64(s.OffsetNote)); err != nil {
+			return nil, fmt.Errorf("read notes: %w", err)
+		}
+	}
+	buf := make([]byte, half)
+	if _, err := f.ReadAt(buf, int64(bm1)); err != nil {
+		return nil, fmt.Errorf("read 1st bitmap: %w", err)
+	}
+	d.Present = bitmap.FromBytes(buf, d.MaxMapnr)
+	if _, err := f.ReadAt(buf, int64(bm1+half)); err != nil {
+		return nil, fmt.Errorf("read 2nd bitmap: %w", err)
+	}
+	d.Dumpable = bitmap.FromBytes(buf, d.MaxMapnr)
+	var n uint64
+	for pfn := uint64(0); pfn < d.MaxMapnr; pfn += rankStep {
+		d.ranks = append(d.ranks, n)
+		n += d.Dumpable.Count(pfn, pfn+rankStep)
+	}
+	return d, nil
+}
+
+// Close closes the file.
+func (d *Dump) Close() error { return d.f.Close() }
+
+// NumDumpable is the number of page descriptors.
+func (d *Dump) NumDumpable() uint64 {
+	return d.Dumpable.Count(0, d.MaxMapnr)
+}
+
+// ErrNotDumped is returned for a pfn that the dump does not hold.
+var ErrNotDumped = errors.New("page not dumped")
+
+// ErrLost is returned for a page whose data was lost (incomplete dump).
+var ErrLost = errors.New("page lost: incomplete dump")
+
+// Desc returns the page descriptor of pfn.
+func (d *Dump) Desc(pfn uint64) (kdumpfmt.PageDesc, error) {
+	if !d.Dumpable.Test(pfn) {
+		return kdumpfmt.PageDesc{}, ErrNotDumped
+	}
+	k := d.ranks[pfn/rankStep] + d.Dumpable.Count(pfn/rankStep*rankStep, pfn)
+	var b [kdumpfmt.PageDescSize]byte
+	off := d.descs + k*kdumpfmt.PageDescSize
+	if _, err := d.f.ReadAt(b[:], int64(off)); err != nil {
+		return kdumpfmt.PageDesc{}, fmt.Errorf("read page desc %d of pfn %#x: %w", k, pfn, err)
+	}
+	return kdumpfmt.UnmarshalPageDesc(b[:]), nil
+}
+
+// ReadPage reads pfn's page into dst (block size bytes).
+func (d *Dump) ReadPage(pfn uint64, dst []byte) error {
+	desc, err := d.Desc(pfn)
+	if err != nil {
+		return err
+	}
+	bs := uint32(d.Header.BlockSize)
+	switch {
+	case desc.Offset == 0:
+		return ErrLost
+	case desc.Size > bs || desc.Offset < 0 || desc.Offset > d.size-int64(desc.Size):
+		return fmt.Errorf("pfn %#x: page desc {offset %d, size %d} outside the %d-byte file", pfn, desc.Offset, desc.Size, d.size)
+	case desc.Flags&kdumpfmt.CompressionMask == 0 && desc.Size != bs:
+		return fmt.Errorf("pfn %#x: raw page of %d bytes, want %d", pfn, desc.Size, bs)
+	}
+	if desc.Flags&kdumpfmt.CompressionMask == 0 {
+		_, err := d.f.ReadAt(dst[:bs], desc.Offset)
+		return err
+	}
+	if cap(d.stored) < int(desc.Size) {
+		d.stored = make([]byte, bs)
+	}
+	stored := d.stored[:desc.Size]
+	if _, err := d.f.ReadAt(stored, desc.Offset); err != nil && err != io.EOF {
+		return fmt.Errorf("read pfn %#x: %w", pfn, err)
+	}
+	if err := d.dec.Decompress(desc.Flags&kdumpfmt.CompressionMask, dst[:bs], stored); err != nil {
+		return fmt.Errorf("pfn %#x: %w", pfn, err)
+	}
+	return nil
+}

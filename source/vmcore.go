@@ -1,0 +1,252 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"pagepipe/bitmap"
+)
+
+// Vmcore is an open ELF vmcore. Its methods are safe for concurrent use;
+// each worker reads pages through its own PageReader.
+type Vmcore struct {
+	*Info
+	Path    string
+	f       *os.File
+	size    int64
+	extents []extent
+}
+
+// extent is a run of pfns [start, end) whose pages lie whole and contiguous
+// in the file from off on. Pages outside every extent (a partial last page,
+// a page split between segments) are assembled byte range by byte range.
+type extent struct{ start, end, off uint64 }
+
+// Open opens and parses an ELF vmcore.
+func Open(path string) (*Vmcore, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	in, err := ParseELF(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Vmcore{Info: in, Path: path, f: f, size: st.Size(), extents: buildExtents(in.Loads)}, nil
+}
+
+// Close closes the file.
+func (v *Vmcore) Close() error { return v.f.Close() }
+
+// buildExtents finds, for every pfn, the segment makedumpfile would read it
+// from: the first PT_LOAD whose file data holds the address. Later segments
+// only fill what earlier ones leave uncovered (a kernel-text PT_LOAD that
+// aliases RAM comes first in /proc/vmcore and wins).
+func buildExtents(loads []Load) []extent {
+	var out []extent
+	covered := []extent{} // byte ranges claimed so far, as [start,end) in start/end
+	for _, l := range loads {
+		lo, hi := l.Paddr, l.Paddr+l.FileSize
+		for _, piece := range subtract(lo, hi, covered) {
+			first := (piece[0] + PageSize - 1) / PageSize
+			last := piece[1] / PageSize
+			if first < last {
+				out = append(out, extent{start: first, end: last, off: l.Offset + first*PageSize - l.Paddr})
+			}
+		}
+		covered = append(covered, extent{start: lo, end: hi})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// subtract returns [lo, hi) minus the union of the byte ranges in cov.
+func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
+	pieces := [][2]uint64{{lo, hi}}
+	for _, c := range cov {
+		var next [][2]uint64
+		for _, p := range pieces {
+			if c.end <= p[0] || c.start >= p[1] {
+				next = append(next, p)
+				continue
+			}
+			if p[0] < c.start {
+				next = append(next, [2]uint64{p[0], c.start})
+			}
+			if c.end < p[1] {
+				next = append(next, [2]uint64{c.end, p[1]})
+			}
+		}
+		pieces = next
+	}
+	return pieces
+}
+
+// Bitmaps returns the 1st bitmap (pfns present in memory) and the start of
+// the 2nd (pfns with data in the file), exactly as makedumpfile 1.7.2 builds
+// them, found by running it on generated vmcores:
+//
+//   - both take each PT_LOAD's pfns from the page holding p_paddr up to
+//     the last whole page of p_paddr+p_memsz;
+//   - the 1st bitmap also takes a segment's partial last page, but only
+//     when the highest segment end of all is page aligned (makedumpfile
+//     then builds it from a bitmap file that accounts for partial pages;
+//     otherwise from memory holes, rounding down);
+//   - the 2nd bitmap leaves out the pages from the one holding
+//     p_paddr+p_filesz to the end of p_memsz, which have no data.
+//
+// Real /proc/vmcore segments are page aligned, where all of this agrees.
+func (in *Info) Bitmaps() (present, dumpable *bitmap.Bitmap) {
+	present, dumpable = bitmap.New(in.MaxMapnr), bitmap.New(in.MaxMapnr)
+	var maxEnd uint64
+	for _, l := range in.Loads {
+		maxEnd = max(maxEnd, l.Paddr+l.MemSize)
+	}
+	for _, l := range in.Loads {
+		start, end := l.Paddr/PageSize, (l.Paddr+l.MemSize)/PageSize
+		dumpable.SetRange(start, end)
+		if (l.Paddr+l.MemSize)%PageSize != 0 && maxEnd%PageSize == 0 {
+			end++
+		}
+		present.SetRange(start, end)
+	}
+	for _, l := range in.Loads {
+		if l.FileSize < l.MemSize {
+			dumpable.ClearRange((l.Paddr+l.FileSize)/PageSize, (l.Paddr+l.MemSize+PageSize-1)/PageSize)
+		}
+	}
+	return present, dumpable
+}
+
+// ReadPhys reads physical memory at paddr into p. Bytes that no PT_LOAD
+// holds in the file read as zero, as makedumpfile's read path fills gaps.
+func (v *Vmcore) ReadPhys(paddr uint64, p []byte) error {
+	for len(p) > 0 {
+		n, off, ok := v.locate(paddr, uint64(len(p)))
+		if ok {
+			if _, err := v.f.ReadAt(p[:n], int64(off)); err != nil {
+				return fmt.Errorf("read physical %#x from %s offset %#x: %w", paddr, v.Path, off, err)
+			}
+		} else {
+			clear(p[:n])
+		}
+		p, paddr = p[n:], paddr+n
+	}
+	return nil
+}
+
+// locate finds the first PT_LOAD holding file data for paddr and returns how
+// many of the next want bytes it holds contiguously and their file offset;
+// when none does, n bytes up to the next segment start read as zero.
+func (v *Vmcore) locate(paddr, want uint64) (n, off uint64, ok bool) {
+	for _, l := range v.Loads {
+		if paddr >= l.Paddr && paddr-l.Paddr < l.FileSize {
+			return min(want, l.FileSize-(paddr-l.Paddr)), l.Offset + paddr - l.Paddr, true
+		}
+	}
+	n = want
+	for _, l := range v.Loads {
+		if l.FileSize > 0 && l.Paddr > paddr {
+			n = min(n, l.Paddr-paddr)
+		}
+	}
+	return n, 0, false
+}
+
+// findExtent returns the extent holding pfn, if any.
+func (v *Vmcore) findExtent(pfn uint64) (extent, bool) {
+	i := sort.Search(len(v.extents), func(i int) bool { return v.extents[i].end > pfn })
+	if i < len(v.extents) && v.extents[i].start <= pfn {
+		return v.extents[i], true
+	}
+	return extent{}, false
+}
+
+// PageReader serves pages to one worker. With mmap it keeps one read-only
+// window of the file mapped and moves it as the worker's pfns advance; the
+// page slices it returns point into that window and stay valid only until
+// the next call. Not safe for concurrent use.
+type PageReader struct {
+	v       *Vmcore
+	mapSize uint64
+	win     []byte
+	winOff  uint64
+	useMmap bool
+	buf     []byte
+}
+
+// DefaultMapSize is the mmap window, as makedumpfile's fixed MAP_REGION.
+const DefaultMapSize = 4 << 20
+
+// NewReader returns a page reader with mmap windows of mapSize bytes (a
+// multiple of the page size), or plain pread when useMmap is false.
+func (v *Vmcore) NewReader(mapSize int, useMmap bool) *PageReader {
+	if mapSize < PageSize {
+		mapSize = DefaultMapSize
+	}
+	return &PageReader{v: v, mapSize: uint64(mapSize), useMmap: useMmap, buf: make([]byte, PageSize)}
+}
+
+// Page returns the PageSize bytes of pfn.
+func (r *PageReader) Page(pfn uint64) ([]byte, error) {
+	e, ok := r.v.findExtent(pfn)
+	if !ok {
+		if err := r.v.ReadPhys(pfn*PageSize, r.buf); err != nil {
+			return nil, fmt.Errorf("pfn %#x: %w", pfn, err)
+		}
+		return r.buf, nil
+	}
+	off := e.off + (pfn-e.start)*PageSize
+	if !r.useMmap {
+		if _, err := r.v.f.ReadAt(r.buf, int64(off)); err != nil {
+			return nil, fmt.Errorf("read pfn %#x at offset %#x of %s: %w", pfn, off, r.v.Path, err)
+		}
+		return r.buf, nil
+	}
+	if r.win == nil || off < r.winOff || off+PageSize > r.winOff+uint64(len(r.win)) {
+		if err := r.remap(off); err != nil {
+			r.useMmap = false
+			return r.Page(pfn)
+		}
+	}
+	return r.win[off-r.winOff : off-r.winOff+PageSize], nil
+}
+
+var errNoMap = errors.New("cannot map")
+
+func (r *PageReader) remap(off uint64) error {
+	r.unmap()
+	start := off &^ (uint64(os.Getpagesize()) - 1)
+	length := max(r.mapSize, off+PageSize-start)
+	length = min(length, uint64(r.v.size)-start)
+	if length < off+PageSize-start {
+		return errNoMap
+	}
+	w, err := unix.Mmap(int(r.v.f.Fd()), int64(start), int(length), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	_ = unix.Madvise(w, unix.MADV_SEQUENTIAL)
+	r.win, r.winOff = w, start
+	return nil
+}
+
+func (r *PageReader) unmap() {
+	if r.win != nil {
+		_ = unix.Munmap(r.win)
+		r.win = nil
+	}
+}
+
+// Close releases the window.
+func (r *PageReader) Close() { r.unmap() }
