@@ -140,14 +140,17 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				c.err = w.process(c)
-				if c.err == nil {
+				// After done is signalled the chunk belongs to the writer
+				// (and then to the pool): keep the error in a local.
+				err := w.process(c)
+				if err == nil {
 					zero.Add(w.zero)
 					compressed.Add(w.compressed)
 				}
+				c.err = err
 				c.done <- struct{}{}
-				if c.err != nil {
-					return c.err
+				if err != nil {
+					return err
 				}
 			}
 			return nil

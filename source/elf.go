@@ -27,6 +27,10 @@ const (
 	// maxPhnum bounds the program headers we accept; real vmcores have a
 	// few hundred at most (one per System RAM range), PN_XNUM ones more.
 	maxPhnum = 1 << 20
+	// maxMapnr bounds the physical address space we accept: 2^36 pages is
+	// 256 TiB, beyond the largest machines kdump serves. A header claiming
+	// more is taken as hostile rather than sized bitmaps for.
+	maxMapnr = 1 << 36
 	// maxNoteSize bounds the notes we copy (a CPU note is 336 bytes; a
 	// machine with 8192 CPUs and device dumps stays far below this).
 	maxNoteSize = 64 << 20
@@ -139,6 +143,9 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			in.Loads = append(in.Loads, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz})
 			in.MaxMapnr = max(in.MaxMapnr, (paddr+memsz+PageSize-1)/PageSize)
 		}
+	}
+	if in.MaxMapnr > maxMapnr {
+		return nil, fmt.Errorf("elf: physical memory reaches pfn %#x, beyond the supported %#x", in.MaxMapnr, uint64(maxMapnr))
 	}
 	if len(in.Loads) == 0 {
 		return nil, errors.New("elf: no PT_LOAD segment with memory")

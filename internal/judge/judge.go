@@ -1,0 +1,135 @@
+// Package judge runs the tools people open dumps with — libkdumpfile,
+// drgn, crash, makedumpfile — against pagepipe's output, for tests. A
+// judge that cannot run fails the test: the tools are installed by
+// `make test`, never skipped.
+package judge
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+//go:embed pages_kdumpfile.py
+var pagesKdumpfile string
+
+//go:embed pages_drgn.py
+var pagesDrgn string
+
+// Python is Debian's interpreter, which has the kdumpfile and drgn modules
+// (another python3 may come first on PATH).
+const Python = "/usr/bin/python3"
+
+// Pages maps each pfn a reader could read to the SHA-1 of its contents.
+type Pages map[uint64]string
+
+// Hash is the digest Pages holds for a page's contents.
+func Hash(page []byte) string {
+	h := sha1.Sum(page)
+	return hex.EncodeToString(h[:])
+}
+
+// Range is a run of pfns [Lo, Hi) for a judge to read.
+type Range struct{ Lo, Hi uint64 }
+
+// Libkdumpfile reads every pfn in ranges of dump through
+// python3-libkdumpfile.
+func Libkdumpfile(tb testing.TB, dump string, ranges []Range) Pages {
+	return runPages(tb, "libkdumpfile", pagesKdumpfile, dump, ranges)
+}
+
+// Drgn reads every pfn in ranges of dump through python3-drgn.
+func Drgn(tb testing.TB, dump string, ranges []Range) Pages {
+	return runPages(tb, "drgn", pagesDrgn, dump, ranges)
+}
+
+func runPages(tb testing.TB, name, script, dump string, ranges []Range) Pages {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), name+".py")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{path, dump}
+	for _, r := range ranges {
+		args = append(args, fmt.Sprintf("%d:%d", r.Lo, r.Hi))
+	}
+	cmd := exec.Command(Python, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("%s judge on %s: %v\n%s", name, dump, err, lastLines(stderr.String(), 10))
+	}
+	pages := Pages{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			tb.Fatalf("%s judge: bad line %q", name, sc.Text())
+		}
+		pfn, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			tb.Fatalf("%s judge: bad line %q", name, sc.Text())
+		}
+		pages[pfn] = f[1]
+	}
+	return pages
+}
+
+// Diff describes how got differs from want, in at most a few lines; ""
+// when they are equal.
+func (want Pages) Diff(got Pages) string {
+	var b strings.Builder
+	n := 0
+	note := func(format string, a ...any) {
+		if n < 5 {
+			fmt.Fprintf(&b, format+"\n", a...)
+		}
+		n++
+	}
+	for pfn, h := range want {
+		switch g, ok := got[pfn]; {
+		case !ok:
+			note("pfn %#x: missing", pfn)
+		case g != h:
+			note("pfn %#x: contents differ", pfn)
+		}
+	}
+	for pfn := range got {
+		if _, ok := want[pfn]; !ok {
+			note("pfn %#x: present but not expected", pfn)
+		}
+	}
+	if n > 5 {
+		fmt.Fprintf(&b, "... %d differences in all\n", n)
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Makedumpfile runs Debian's makedumpfile with args and fails the test if
+// it fails; it returns its combined output.
+func Makedumpfile(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := exec.Command("makedumpfile", args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("makedumpfile %s: %v\n%s", strings.Join(args, " "), err, lastLines(string(out), 10))
+	}
+	return string(out)
+}

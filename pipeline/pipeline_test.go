@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pagepipe/bitmap"
+	"pagepipe/codec"
+	"pagepipe/kdumpfmt"
+	"pagepipe/sink"
+)
+
+// fakeReader serves pages whose contents encode their pfn (every 3rd page
+// zero), and fails at failPFN.
+type fakeReader struct {
+	buf     []byte
+	failPFN uint64
+	reads   *atomic.Int64
+}
+
+func (r *fakeReader) Page(pfn uint64) ([]byte, error) {
+	if pfn == r.failPFN {
+		return nil, fmt.Errorf("read pfn %#x: injected failure", pfn)
+	}
+	if r.reads != nil {
+		r.reads.Add(1)
+	}
+	clear(r.buf)
+	if pfn%3 != 0 {
+		for i := 0; i < len(r.buf); i += 8 {
+			binary.LittleEndian.PutUint64(r.buf[i:], pfn)
+		}
+	}
+	return r.buf, nil
+}
+
+func (r *fakeReader) Close() {}
+
+// recorder is a Writer keeping what it got.
+type recorder struct {
+	pages []sink.Page
+	data  []byte
+	fail  int // fail on this call (1-based); 0 never
+	calls int
+}
+
+func (w *recorder) WritePages(p []sink.Page, d []byte) error {
+	w.calls++
+	if w.calls == w.fail {
+		return errors.New("disk full (injected)")
+	}
+	w.pages = append(w.pages, p...)
+	w.data = append(w.data, d...)
+	return nil
+}
+
+func config(workers int, m *bitmap.Bitmap, w Writer, failPFN uint64) Config {
+	return Config{
+		Workers:     workers,
+		NewReader:   func() PageReader { return &fakeReader{buf: make([]byte, 4096), failPFN: failPFN} },
+		Dumpable:    m,
+		ExcludeZero: true,
+		Writer:      w,
+	}
+}
+
+func testBitmap() *bitmap.Bitmap {
+	m := bitmap.New(10000)
+	m.SetRange(3, 2000)
+	m.SetRange(2500, 2501)
+	m.SetRange(4000, 9999)
+	return m
+}
+
+// The writer sees the same pages in the same order for any worker count.
+func TestOrderedForAnyWorkerCount(t *testing.T) {
+	m := testBitmap()
+	var ref *recorder
+	for _, workers := range []int{1, 2, 3, 8, 64} {
+		w := &recorder{}
+		cfg := config(workers, m, w, ^uint64(0))
+		c, _ := codec.ByFlag(kdumpfmt.StatusZlib)
+		cfg.Codec = c
+		st, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pages != m.Count(0, m.Len()) || uint64(len(w.pages)) != st.Pages {
+			t.Fatalf("%d workers: %d pages written, %d recorded, want %d", workers, st.Pages, len(w.pages), m.Count(0, m.Len()))
+		}
+		if st.ZeroPages == 0 || st.Compressed == 0 {
+			t.Fatalf("%d workers: stats %+v", workers, st)
+		}
+		if ref == nil {
+			ref = w
+			continue
+		}
+		if fmt.Sprint(w.pages) != fmt.Sprint(ref.pages) || string(w.data) != string(ref.data) {
+			t.Fatalf("%d workers: output differs from 1 worker", workers)
+		}
+	}
+}
+
+// The first error stops every stage, is returned once, and no goroutine
+// is left behind.
+func TestFirstErrorCancelsEverything(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for _, workers := range []int{1, 2, 8, 64} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			_, err := Run(context.Background(), config(workers, testBitmap(), &recorder{}, 4500))
+			if err == nil || err.Error() != "read pfn 0x1194: injected failure" {
+				t.Fatalf("error %v", err)
+			}
+			_, err = Run(context.Background(), config(workers, testBitmap(), &recorder{fail: 3}, ^uint64(0)))
+			if err == nil || err.Error() != "disk full (injected)" {
+				t.Fatalf("writer error %v", err)
+			}
+		})
+	}
+	waitGoroutines(t, base)
+}
+
+// Cancelling at random points stops the pass with the context's error and
+// leaks nothing.
+func TestCancelAtRandomPoints(t *testing.T) {
+	base := runtime.NumGoroutine()
+	big := bitmap.New(1 << 17)
+	big.SetRange(0, 1<<17)
+	for i, workers := range []int{1, 2, 8, 64, 3, 5} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var reads atomic.Int64
+		cfg := config(workers, big, &recorder{}, ^uint64(0))
+		cfg.NewReader = func() PageReader {
+			return &fakeReader{buf: make([]byte, 4096), failPFN: ^uint64(0), reads: &reads}
+		}
+		stopAt := int64(1000 * (i + 1) * 3)
+		cfg.Progress = func(done uint64) {
+			if int64(done) >= stopAt {
+				cancel()
+			}
+		}
+		_, err := Run(ctx, cfg)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%d workers: error %v, want context.Canceled", workers, err)
+		}
+	}
+	waitGoroutines(t, base)
+}
+
+func waitGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines left behind (had %d):\n%s", runtime.NumGoroutine()-base, base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
