@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"pagepipe/codec"
 	"pagepipe/filter"
@@ -69,6 +70,7 @@ func (j *dumpJob) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
+	start := time.Now()
 	prog := j.con.newProgress("Copying data", plan.NumDumpable)
 	j.stats, err = pipeline.Run(ctx, pipeline.Config{
 		Workers: o.threads,
@@ -89,7 +91,12 @@ func (j *dumpJob) run(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
 	prog.finish()
-	return f.Close()
+	j.con.step("Copying data", time.Since(start))
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", j.out, err)
+	}
+	j.con.printReport(plan, j.stats, k.Written())
+	return nil
 }
 
 // create opens the dump file, refusing to clobber an existing one unless -f.

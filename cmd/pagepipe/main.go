@@ -4,7 +4,7 @@
 //
 //	pagepipe [-c|-l|-p|-z|--lz4] [-d LEVEL] [--num-threads N] VMCORE DUMPFILE
 //
-// and subcommands of its own: inspect, gen-vmcore.
+// and subcommands of its own: inspect, verify, gen-vmcore.
 package main
 
 import (
@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "inspect":
 			return runInspect(args[1:], stdout, stderr)
+		case "verify":
+			return runVerify(args[1:], stdout, stderr)
 		case "gen-vmcore":
 			return runGenVmcore(args[1:], stdout, stderr)
 		}
@@ -97,6 +99,7 @@ func printUsage(w io.Writer) {
 Usage:
   pagepipe [-c|-l|-p|-z|--lz4] [-d DUMP_LEVEL] [--num-threads N] [OPTION]... VMCORE DUMPFILE
   pagepipe inspect DUMPFILE
+  pagepipe verify VMCORE DUMPFILE
   pagepipe gen-vmcore [--size MIB] [--seed N] OUTPUT
 
 Options (makedumpfile's):

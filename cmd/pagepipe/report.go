@@ -1,0 +1,43 @@
+package main
+
+import (
+	"time"
+
+	"pagepipe/filter"
+	"pagepipe/pipeline"
+)
+
+// step prints makedumpfile's STEP timing line (report level).
+func (c *console) step(label string, d time.Duration) {
+	c.report("STEP [%-27s] : %f seconds\n", label, d.Seconds())
+}
+
+// printReport prints the excluded-pages report in makedumpfile's format
+// (message-level bit 16, --show-stats).
+func (c *console) printReport(plan *filter.Plan, st pipeline.Stats, written uint64) {
+	if c.level&mlReport == 0 {
+		return
+	}
+	maxMapnr := plan.Present.Len()
+	original := plan.Present.Count(0, maxMapnr)
+	excluded := original - plan.NumDumpable + st.ZeroPages
+	c.report("\n")
+	c.report("Original pages  : 0x%016x\n", original)
+	c.report("  Excluded pages   : 0x%016x\n", excluded)
+	c.report("    Pages filled with zero  : 0x%016x\n", st.ZeroPages)
+	c.report("    Non-private cache pages : 0x%016x\n", uint64(0))
+	c.report("    Private cache pages     : 0x%016x\n", uint64(0))
+	c.report("    User process data pages : 0x%016x\n", uint64(0))
+	c.report("    Free pages              : 0x%016x\n", uint64(0))
+	c.report("    Hwpoison pages          : 0x%016x\n", uint64(0))
+	c.report("    Offline pages           : 0x%016x\n", uint64(0))
+	c.report("  Remaining pages  : 0x%016x\n", original-excluded)
+	if original > 0 {
+		c.report("  (The number of pages is reduced to %d%%.)\n", (original-excluded)*100/original)
+	}
+	c.report("Memory Hole     : 0x%016x\n", maxMapnr-original)
+	c.report("--------------------------------------------------\n")
+	c.report("Total pages     : 0x%016x\n", maxMapnr)
+	c.report("Write bytes     : %d\n", written)
+	c.report("\n")
+}

@@ -1,0 +1,88 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/internal/synth"
+	"pagepipe/pipeline"
+	"pagepipe/sink"
+	"pagepipe/source"
+)
+
+// discard is an Output that drops every byte: the benchmark measures the
+// pipeline, not the disk.
+type discard struct{}
+
+func (discard) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+
+// BenchmarkCopyPass runs the whole copy pass (read from mmap windows, zero
+// check, compress, reorder, kdump writer) over a generated 256 MiB vmcore
+// with the default page mix, at dump level 1. MB/s counts input pages.
+//
+//	go test -run '^$' -bench CopyPass -benchtime 5x ./pipeline/
+func BenchmarkCopyPass(b *testing.B) {
+	dir := b.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, _ = os.MkdirTemp("/dev/shm", "pagepipe-bench")
+		defer os.RemoveAll(dir)
+	}
+	path := filepath.Join(dir, "vmcore")
+	if err := synth.WriteFile(path, synth.Default(256)); err != nil {
+		b.Fatal(err)
+	}
+	v, err := source.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer v.Close()
+	plan, err := filter.NewPlan(v.Info, filter.ExcludeZero)
+	if err != nil {
+		b.Fatal(err)
+	}
+	codecs := []*codec.Codec{nil}
+	for _, c := range codec.All() {
+		codecs = append(codecs, c)
+	}
+	for _, cd := range codecs {
+		for _, workers := range []int{1, 2, 4} {
+			name := "none"
+			if cd != nil {
+				name = cd.Name
+			}
+			b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
+				b.SetBytes(int64(plan.NumDumpable * source.PageSize))
+				for b.Loop() {
+					meta := &sink.Meta{BlockSize: source.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Notes,
+						Present: plan.Present, Dumpable: plan.Dumpable, NumDumpable: plan.NumDumpable, ZeroPage: true}
+					if cd != nil {
+						meta.Status = cd.Flag
+					}
+					k, err := sink.NewKdump(discard{}, meta)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, err = pipeline.Run(context.Background(), pipeline.Config{
+						Workers:     workers,
+						NewReader:   func() pipeline.PageReader { return v.NewReader(source.DefaultMapSize, true) },
+						Dumpable:    plan.Dumpable,
+						ExcludeZero: true,
+						Codec:       cd,
+						Writer:      k,
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := k.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
