@@ -66,6 +66,13 @@ func (j *dumpJob) run(ctx context.Context) error {
 	if cd != nil {
 		meta.Status = cd.Flag
 	}
+	note, err := fillKernelMeta(v, meta)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		j.con.debug("%s\n", note)
+	}
 	k, err := sink.NewKdump(f, meta)
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)

@@ -55,26 +55,23 @@ func inspect(d *source.Dump, w io.Writer) error {
 
 	counts := map[uint32]uint64{}
 	var zero, lost uint64
-	var zeroOff int64 = -1
+	zeroOff := int64(-1)
+	if s.DumpLevel&1 != 0 {
+		zeroOff = d.DataOffset()
+	}
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		desc, err := d.Desc(pfn)
 		if err != nil {
 			return err
 		}
-		switch {
-		case desc.Offset == 0:
+		switch desc.Offset {
+		case 0:
 			lost++
-			continue
-		case zeroOff < 0:
-			if s.DumpLevel&1 != 0 {
-				zeroOff = desc.Offset
-			}
-		}
-		if desc.Offset == zeroOff && s.DumpLevel&1 != 0 {
+		case zeroOff:
 			zero++
-			continue
+		default:
+			counts[desc.Flags]++
 		}
-		counts[desc.Flags]++
 	}
 	fmt.Fprintf(w, "  zero (shared) : %d\n", zero)
 	fmt.Fprintf(w, "  raw           : %d\n", counts[0])
