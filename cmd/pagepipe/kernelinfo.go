@@ -15,7 +15,16 @@ import (
 // When the kernel's memory cannot give utsname (a generated vmcore has no
 // page tables), the header still gets "Linux", OSRELEASE and "x86_64", so
 // that readers checking the machine accept it; the returned note says so.
+//
+// Without NUMBER(phys_base), phys_base comes from the kernel-text PT_LOAD
+// as makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map).
 func fillKernelMeta(v *source.Vmcore, m *sink.Meta) (note string, err error) {
+	for _, l := range v.Loads {
+		if l.Vaddr >= kernel.StartKernelMap {
+			m.PhysBase = l.Paddr - (l.Vaddr - kernel.StartKernelMap)
+			break
+		}
+	}
 	raw := v.Vmcoreinfo()
 	if raw == nil {
 		return "", nil
