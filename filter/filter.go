@@ -4,6 +4,7 @@
 package filter
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -52,21 +53,40 @@ func ParseLevels(s string) ([]Level, error) {
 // format they stay dumpable and share one descriptor.
 type Plan struct {
 	Level    Level
+	MaxMapnr uint64
 	Present  *bitmap.Bitmap // 1st bitmap
 	Dumpable *bitmap.Bitmap // 2nd bitmap
 	// NumDumpable is the number of set bits in Dumpable: the number of
 	// page descriptors, which fixes where page data starts.
 	NumDumpable uint64
+	// Excluded counts the pages the page scan left out, by class (zero
+	// pages are counted by the copy pass).
+	Excluded Counts
+	// Scanned tells whether struct pages were read.
+	Scanned bool
 }
 
-// NewPlan makes the plan for levels that need no page classification
-// (0 and 1): every pfn with data in the vmcore is dumped.
-func NewPlan(in *source.Info, level Level) (*Plan, error) {
-	if level.NeedsPageScan() {
-		return nil, fmt.Errorf("dump level %d needs the kernel's page descriptors: levels above 1 are not supported yet", level)
+// NewPlan makes the plan: every pfn with data in the vmcore, less what the
+// dump level excludes. k is the crashed kernel as seen through VMCOREINFO,
+// or nil when the vmcore has none (then only levels 0 and 1 are possible).
+// With a kernel, memory past its mem_map is not dumped, and struct pages
+// are scanned on workers goroutines whenever makedumpfile would scan them.
+func NewPlan(ctx context.Context, in *source.Info, level Level, k *Kernel, workers int) (*Plan, error) {
+	if k == nil && level.NeedsPageScan() {
+		return nil, fmt.Errorf("dump level %d needs the kernel's VMCOREINFO, which this vmcore lacks (makedumpfile: specify '-x' or '-i')", level)
 	}
-	p := &Plan{Level: level}
-	p.Present, p.Dumpable = in.Bitmaps()
+	p := &Plan{Level: level, MaxMapnr: in.MaxMapnr}
+	if k != nil {
+		p.MaxMapnr = min(p.MaxMapnr, k.MemMap.MaxPFN())
+	}
+	p.Present, p.Dumpable = in.Bitmaps(p.MaxMapnr)
+	if k != nil && k.NeedsScan(level) {
+		counts, err := k.scan(ctx, level, p.Dumpable, workers)
+		if err != nil {
+			return nil, fmt.Errorf("exclude unnecessary pages: %w", err)
+		}
+		p.Excluded, p.Scanned = counts, true
+	}
 	p.NumDumpable = p.Dumpable.Count(0, p.Dumpable.Len())
 	return p, nil
 }

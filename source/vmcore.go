@@ -106,8 +106,12 @@ func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
 //     p_paddr+p_filesz to the end of p_memsz, which have no data.
 //
 // Real /proc/vmcore segments are page aligned, where all of this agrees.
-func (in *Info) Bitmaps() (present, dumpable *bitmap.Bitmap) {
-	present, dumpable = bitmap.New(in.MaxMapnr), bitmap.New(in.MaxMapnr)
+//
+// maxMapnr (at most in.MaxMapnr) cuts both bitmaps: makedumpfile lowers it
+// to the end of the kernel's mem_map when it finds one.
+func (in *Info) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
+	maxMapnr = min(maxMapnr, in.MaxMapnr)
+	present, dumpable = bitmap.New(maxMapnr), bitmap.New(maxMapnr)
 	var maxEnd uint64
 	for _, l := range in.Loads {
 		maxEnd = max(maxEnd, l.Paddr+l.MemSize)

@@ -19,6 +19,7 @@ type dumpJob struct {
 	con         *console
 	vmcore, out string
 	stats       pipeline.Stats
+	plan        *filter.Plan
 }
 
 func (j *dumpJob) run(ctx context.Context) error {
@@ -30,10 +31,30 @@ func (j *dumpJob) run(ctx context.Context) error {
 	defer v.Close()
 
 	level := o.levels[0]
-	plan, err := filter.NewPlan(v.Info, level)
+	vi, err := loadVMCOREINFO(v, o.vmcoreinfo)
 	if err != nil {
 		return err
 	}
+	var kern *filter.Kernel
+	if vi != nil {
+		kern, err = filter.OpenKernel(vi, v, v.MaxMapnr)
+		if err != nil {
+			if level.NeedsPageScan() {
+				return fmt.Errorf("dump level %d: %w", level, err)
+			}
+			j.con.debug("mem_map not found (%v): dumping every page with data\n", err)
+			kern = nil
+		}
+	}
+	scanStart := time.Now()
+	plan, err := filter.NewPlan(ctx, v.Info, level, kern, o.threads)
+	if err != nil {
+		return err
+	}
+	if plan.Scanned {
+		j.con.step("Excluding unnecessary pages", time.Since(scanStart))
+	}
+	j.plan = plan
 	var cd *codec.Codec
 	if o.compress != 0 {
 		if cd, err = codec.ByFlag(o.compress); err != nil {
@@ -57,7 +78,7 @@ func (j *dumpJob) run(ctx context.Context) error {
 		Notes:          v.Notes,
 		VmcoreinfoOff:  v.VmcoreinfoOff,
 		VmcoreinfoSize: v.VmcoreinfoSize,
-		MaxMapnr:       v.MaxMapnr,
+		MaxMapnr:       plan.MaxMapnr,
 		Present:        plan.Present,
 		Dumpable:       plan.Dumpable,
 		NumDumpable:    plan.NumDumpable,
@@ -66,11 +87,7 @@ func (j *dumpJob) run(ctx context.Context) error {
 	if cd != nil {
 		meta.Status = cd.Flag
 	}
-	note, err := fillKernelMeta(v, meta)
-	if err != nil {
-		return err
-	}
-	if note != "" {
+	if note := fillKernelMeta(v, vi, meta); note != "" {
 		j.con.debug("%s\n", note)
 	}
 	k, err := sink.NewKdump(f, meta)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
@@ -18,20 +20,15 @@ import (
 //
 // Without NUMBER(phys_base), phys_base comes from the kernel-text PT_LOAD
 // as makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map).
-func fillKernelMeta(v *source.Vmcore, m *sink.Meta) (note string, err error) {
+func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note string) {
 	for _, l := range v.Loads {
 		if l.Vaddr >= kernel.StartKernelMap {
 			m.PhysBase = l.Paddr - (l.Vaddr - kernel.StartKernelMap)
 			break
 		}
 	}
-	raw := v.Vmcoreinfo()
-	if raw == nil {
-		return "", nil
-	}
-	vi, err := kernel.ParseVMCOREINFO(raw)
-	if err != nil {
-		return "", fmt.Errorf("VMCOREINFO: %w", err)
+	if vi == nil {
+		return ""
 	}
 	if t, ok := vi.CrashTime(); ok {
 		m.CrashTime = t
@@ -39,17 +36,48 @@ func fillKernelMeta(v *source.Vmcore, m *sink.Meta) (note string, err error) {
 	if pb, ok := vi.Number("phys_base"); ok {
 		m.PhysBase = uint64(pb)
 	}
-	if err := readUtsname(v, vi, &m.Utsname); err == nil {
-		return "", nil
-	} else {
-		note = fmt.Sprintf("utsname not read from kernel memory (%v); using OSRELEASE", err)
+	err := readUtsname(v, vi, &m.Utsname)
+	if err == nil {
+		return ""
 	}
+	note = fmt.Sprintf("utsname not read from kernel memory (%v); using OSRELEASE", err)
 	clear(m.Utsname[:])
 	for i, s := range map[int]string{0: "Linux", 2: vi.OSRelease(), 4: "x86_64"} {
 		copy(m.Utsname[i*kdumpfmt.UtsnameFieldSize:(i+1)*kdumpfmt.UtsnameFieldSize-1], s)
 	}
-	return note, nil
+	return note
 }
+
+// loadVMCOREINFO returns the crashed kernel's VMCOREINFO: the vmcore's own
+// note, else the -i file's. With both, the note wins and the file's release
+// must match it (makedumpfile exits 2 otherwise: errWrongRelease).
+func loadVMCOREINFO(v *source.Vmcore, file string) (*kernel.VMCOREINFO, error) {
+	var fromFile *kernel.VMCOREINFO
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("-i: %w", err)
+		}
+		if fromFile, err = kernel.ParseVMCOREINFO(b); err != nil {
+			return nil, fmt.Errorf("-i %s: %w", file, err)
+		}
+	}
+	raw := v.Vmcoreinfo()
+	if raw == nil {
+		return fromFile, nil
+	}
+	vi, err := kernel.ParseVMCOREINFO(raw)
+	if err != nil {
+		return nil, fmt.Errorf("VMCOREINFO note: %w", err)
+	}
+	if fromFile != nil && fromFile.OSRelease() != vi.OSRelease() {
+		return nil, fmt.Errorf("%w: %s is for %s, the dump is %s", errWrongRelease, file, fromFile.OSRelease(), vi.OSRelease())
+	}
+	return vi, nil
+}
+
+// errWrongRelease: the -i file does not belong to the dumped kernel.
+var errWrongRelease = errors.New("the kernel version is not the same as the VMCOREINFO file's")
 
 func readUtsname(v *source.Vmcore, vi *kernel.VMCOREINFO, dst *[kdumpfmt.UtsnameSize]byte) error {
 	sym, err := vi.RequireSymbol("init_uts_ns")

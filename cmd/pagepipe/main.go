@@ -76,6 +76,9 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	if err := job.run(context.Background()); err != nil {
 		c.errorf("pagepipe: %s\n", oneLine(err))
 		c.msg("\npagepipe Failed.\n")
+		if errors.Is(err, errWrongRelease) {
+			return exitWrongRelease
+		}
 		return exitFailed
 	}
 	c.msg("\nThe dumpfile is saved to %s.\n", job.out)

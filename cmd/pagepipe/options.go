@@ -25,6 +25,7 @@ type options struct {
 	version     bool
 	help        bool
 	checkParams bool
+	vmcoreinfo  string
 	args        []string
 }
 
@@ -80,6 +81,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
 	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
 	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
+	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
 	return fs
 }
 

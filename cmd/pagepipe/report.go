@@ -20,17 +20,19 @@ func (c *console) printReport(plan *filter.Plan, st pipeline.Stats, written uint
 	}
 	maxMapnr := plan.Present.Len()
 	original := plan.Present.Count(0, maxMapnr)
-	excluded := original - plan.NumDumpable + st.ZeroPages
+	ex := plan.Excluded
+	ex.Zero = st.ZeroPages
+	excluded := ex.Total()
 	c.report("\n")
 	c.report("Original pages  : 0x%016x\n", original)
 	c.report("  Excluded pages   : 0x%016x\n", excluded)
-	c.report("    Pages filled with zero  : 0x%016x\n", st.ZeroPages)
-	c.report("    Non-private cache pages : 0x%016x\n", uint64(0))
-	c.report("    Private cache pages     : 0x%016x\n", uint64(0))
-	c.report("    User process data pages : 0x%016x\n", uint64(0))
-	c.report("    Free pages              : 0x%016x\n", uint64(0))
-	c.report("    Hwpoison pages          : 0x%016x\n", uint64(0))
-	c.report("    Offline pages           : 0x%016x\n", uint64(0))
+	c.report("    Pages filled with zero  : 0x%016x\n", ex.Zero)
+	c.report("    Non-private cache pages : 0x%016x\n", ex.Cache)
+	c.report("    Private cache pages     : 0x%016x\n", ex.CachePrivate)
+	c.report("    User process data pages : 0x%016x\n", ex.User)
+	c.report("    Free pages              : 0x%016x\n", ex.Free)
+	c.report("    Hwpoison pages          : 0x%016x\n", ex.Hwpoison)
+	c.report("    Offline pages           : 0x%016x\n", ex.Offline)
 	c.report("  Remaining pages  : 0x%016x\n", original-excluded)
 	if original > 0 {
 		c.report("  (The number of pages is reduced to %d%%.)\n", (original-excluded)*100/original)

@@ -1,0 +1,251 @@
+package filter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"pagepipe/bitmap"
+	"pagepipe/kernel"
+)
+
+// Kernel is the crashed kernel as the page scan sees it: where its struct
+// pages are and how to read them.
+type Kernel struct {
+	VMCOREINFO *kernel.VMCOREINFO
+	MemMap     *kernel.MemMap
+	Layout     *kernel.PageLayout
+	// NewReader returns a reader of kernel virtual memory for one worker.
+	NewReader func() (kernel.VirtReader, error)
+}
+
+// OpenKernel finds the mem_map and struct page layout of the kernel whose
+// physical memory phys holds, for pfns below maxMapnr.
+func OpenKernel(vi *kernel.VMCOREINFO, phys kernel.PhysReader, maxMapnr uint64) (*Kernel, error) {
+	newReader := func() (kernel.VirtReader, error) { return kernel.NewTranslator(phys, vi) }
+	r, err := newReader()
+	if err != nil {
+		return nil, err
+	}
+	mm, err := kernel.FindMemMap(vi, r, maxMapnr)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := kernel.NewPageLayout(vi)
+	if err != nil {
+		return nil, err
+	}
+	return &Kernel{VMCOREINFO: vi, MemMap: mm, Layout: layout, NewReader: newReader}, nil
+}
+
+// Counts are the excluded pages per class, as the report prints them.
+type Counts struct {
+	Zero, Cache, CachePrivate, User, Free, Hwpoison, Offline uint64
+}
+
+func (c *Counts) add(o Counts) {
+	c.Zero += o.Zero
+	c.Cache += o.Cache
+	c.CachePrivate += o.CachePrivate
+	c.User += o.User
+	c.Free += o.Free
+	c.Hwpoison += o.Hwpoison
+	c.Offline += o.Offline
+}
+
+// Total is every excluded page.
+func (c Counts) Total() uint64 {
+	return c.Zero + c.Cache + c.CachePrivate + c.User + c.Free + c.Hwpoison + c.Offline
+}
+
+// NeedsScan reports whether makedumpfile would read struct pages at this
+// level: for cache, user or free bits, and whenever hwpoison pages can be
+// recognised (they and offline pages are always left out).
+func (k *Kernel) NeedsScan(level Level) bool {
+	return level&(ExcludeCache|ExcludeCachePri|ExcludeUser) != 0 ||
+		level.Has(ExcludeFree) && k.Layout.HasBuddy() ||
+		k.Layout.HasHwpoison()
+}
+
+// batchPages is how many struct pages a worker reads at once (as
+// makedumpfile's PGMM_CACHED); units are whole sections or 32768-pfn
+// pieces of them, aligned so that no two workers share a bitmap word.
+const (
+	batchPages = 512
+	unitPages  = 32768
+)
+
+// spill is an exclusion that runs past the end of the unit that found it
+// (a compound page or free block crossing into the next section); spills
+// are applied after every worker has finished.
+type spill struct {
+	lo, hi  uint64
+	counter func(*Counts) *uint64
+}
+
+// scan classifies every struct page and clears excluded pfns from dumpable,
+// on workers goroutines over pfn ranges.
+func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int) (Counts, error) {
+	type unit struct {
+		sec    kernel.Section
+		lo, hi uint64
+	}
+	var units []unit
+	for _, s := range k.MemMap.Sections {
+		for lo := s.StartPFN; lo < s.EndPFN; lo = (lo/unitPages + 1) * unitPages {
+			units = append(units, unit{s, lo, min((lo/unitPages+1)*unitPages, s.EndPFN)})
+		}
+	}
+	var (
+		mu     sync.Mutex
+		total  Counts
+		spills []spill
+	)
+	g, ctx := errgroup.WithContext(ctx)
+	work := make(chan unit)
+	g.Go(func() error {
+		defer close(work)
+		for _, u := range units {
+			select {
+			case work <- u:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	for range max(workers, 1) {
+		g.Go(func() error {
+			r, err := k.NewReader()
+			if err != nil {
+				return err
+			}
+			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, r: r,
+				buf: make([]byte, (batchPages+1)*k.Layout.Size)}
+			for u := range work {
+				if err := s.unit(u.sec, u.lo, u.hi); err != nil {
+					return err
+				}
+			}
+			mu.Lock()
+			total.add(s.counts)
+			spills = append(spills, s.spills...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Counts{}, err
+	}
+	for _, sp := range spills {
+		*sp.counter(&total) += clearCount(dumpable, sp.lo, sp.hi)
+	}
+	return total, nil
+}
+
+// clearCount clears [lo, hi) and returns how many pfns were set.
+func clearCount(m *bitmap.Bitmap, lo, hi uint64) uint64 {
+	n := m.Count(lo, hi)
+	m.ClearRange(lo, hi)
+	return n
+}
+
+// scanner is one worker's state.
+type scanner struct {
+	k      *Kernel
+	l      *kernel.PageLayout
+	level  Level
+	m      *bitmap.Bitmap
+	r      kernel.VirtReader
+	buf    []byte
+	counts Counts
+	spills []spill
+	hi     uint64 // end of the current unit
+}
+
+func (s *scanner) unit(sec kernel.Section, lo, hi uint64) error {
+	s.hi = hi
+	size := s.l.Size
+	for b := lo; b < hi; b += batchPages - b%batchPages {
+		n := min(batchPages-b%batchPages, hi-b)
+		// Read one struct page more when it is in the section: a head
+		// page's order and hugetlb mark are in page[1].
+		read := n
+		if b+n < sec.EndPFN {
+			read++
+		}
+		buf := s.buf[:read*size]
+		vaddr := sec.MemMap + (b-sec.StartPFN)*size
+		if err := s.r.ReadVirt(vaddr, buf); err != nil {
+			return fmt.Errorf("read struct pages of pfns %#x-%#x at %#x: %w", b, b+n-1, vaddr, err)
+		}
+		for i := range n {
+			pfn := b + i
+			if !s.m.Test(pfn) {
+				continue // no data, or already left out with its block
+			}
+			s.classify(pfn, buf[i*size:])
+		}
+	}
+	return nil
+}
+
+// classify applies makedumpfile's rules to one struct page (spec §6.5);
+// the first that matches wins.
+func (s *scanner) classify(pfn uint64, b []byte) {
+	l, level := s.l, s.level
+	d := l.Decode(b)
+	if l.IsTail(d) {
+		return
+	}
+	pages := uint64(1)
+	hugetlb := false
+	if l.IsHead(d) {
+		var order uint64
+		order, hugetlb = l.Compound(d, b, pfn)
+		pages = 1 << order
+	}
+	switch {
+	case level.Has(ExcludeFree) && l.IsBuddy(d):
+		if d.Private >= l.MaxOrder {
+			return // an invalid free order: keep the page (makedumpfile warns)
+		}
+		s.exclude(pfn, 1<<d.Private, freeCounter)
+	case level.Has(ExcludeFree) && l.IsUnaccepted(d):
+		s.exclude(pfn, 1<<(l.MaxOrder-1), freeCounter)
+	case level.Has(ExcludeCache) && l.IsCache(d) && !l.IsPrivate(d) && !l.IsAnon(d):
+		s.exclude(pfn, pages, cacheCounter)
+	case level.Has(ExcludeCachePri) && l.IsCache(d) && !l.IsAnon(d):
+		if l.IsPrivate(d) {
+			s.exclude(pfn, pages, cachePrivateCounter)
+		} else {
+			s.exclude(pfn, pages, cacheCounter)
+		}
+	case level.Has(ExcludeUser) && (l.IsAnon(d) || hugetlb):
+		s.exclude(pfn, pages, userCounter)
+	case l.IsHwpoison(d):
+		s.exclude(pfn, 1, hwpoisonCounter)
+	case l.IsOffline(d):
+		s.exclude(pfn, 1, offlineCounter)
+	}
+}
+
+func freeCounter(c *Counts) *uint64         { return &c.Free }
+func cacheCounter(c *Counts) *uint64        { return &c.Cache }
+func cachePrivateCounter(c *Counts) *uint64 { return &c.CachePrivate }
+func userCounter(c *Counts) *uint64         { return &c.User }
+func hwpoisonCounter(c *Counts) *uint64     { return &c.Hwpoison }
+func offlineCounter(c *Counts) *uint64      { return &c.Offline }
+
+// exclude leaves out [pfn, pfn+n): the part in this unit at once, the rest
+// as a spill.
+func (s *scanner) exclude(pfn, n uint64, counter func(*Counts) *uint64) {
+	end := pfn + n
+	if end > s.hi {
+		s.spills = append(s.spills, spill{s.hi, end, counter})
+		end = s.hi
+	}
+	*counter(&s.counts) += clearCount(s.m, pfn, end)
+}
