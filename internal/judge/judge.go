@@ -133,3 +133,23 @@ func Makedumpfile(tb testing.TB, args ...string) string {
 	}
 	return string(out)
 }
+
+// Crash runs crash in batch mode with the debug vmlinux on dump, feeding it
+// commands, and returns its output with the lines that name the dump file
+// taken out (they differ between any two dumps).
+func Crash(tb testing.TB, vmlinux, dump string, commands ...string) string {
+	tb.Helper()
+	cmd := exec.Command("crash", "-s", "--no_scroll", vmlinux, dump)
+	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\nquit\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("crash on %s: %v\n%s", dump, err, lastLines(string(out), 20))
+	}
+	var keep []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, dump) {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
