@@ -42,8 +42,8 @@ const (
 	sectionMarkedPresent = 1 << 0
 	sectionMapMask       = ^uint64(1<<5 - 1)
 	// maxSections bounds how many sections a hostile VMCOREINFO can make us
-	// visit: 2^25 sections of 128 MiB is 4 PiB.
-	maxSections = 1 << 25
+	// visit: 2^22 sections of 128 MiB is 512 TiB.
+	maxSections = 1 << 22
 )
 
 // ErrNoMemMap is returned when VMCOREINFO describes no memory model we know.
@@ -112,7 +112,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 	switch {
 	case msSize <= 0 || msSize > 4096 || mapOff < 0 || mapOff+8 > msSize:
 		return fmt.Errorf("mem_section: SIZE %d and OFFSET(section_mem_map) %d are not plausible", msSize, mapOff)
-	case sectionBits <= pageShift || sectionBits > 40 || physBits < sectionBits || physBits > 52:
+	case sectionBits < 20 || sectionBits > 40 || physBits < sectionBits || physBits > 52:
 		return fmt.Errorf("mem_section: SECTION_SIZE_BITS %d and MAX_PHYSMEM_BITS %d are not plausible", sectionBits, physBits)
 	}
 	pfnsPerSection := uint64(1) << (sectionBits - pageShift)
