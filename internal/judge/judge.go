@@ -54,7 +54,8 @@ func Drgn(tb testing.TB, dump string, ranges []Range) Pages {
 
 func runPages(tb testing.TB, name, script, dump string, ranges []Range) Pages {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), name+".py")
+	// Not named after the module it imports, which it would shadow.
+	path := filepath.Join(tb.TempDir(), "pages_"+name+".py")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		tb.Fatal(err)
 	}
