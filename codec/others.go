@@ -6,6 +6,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
+	"pagepipe/codec/lzo"
 	"pagepipe/kdumpfmt"
 )
 
@@ -119,5 +120,5 @@ func (lz4Decompressor) Decompress(dst, src []byte) error {
 // MaxCompressedLen bounds every codec's output for a page of n bytes, so a
 // worker's buffer never grows.
 func MaxCompressedLen(n int) int {
-	return max(s2.MaxEncodedLen(n), lz4.CompressBlockBound(n), n+n/16+64+3, n+1024)
+	return max(s2.MaxEncodedLen(n), lz4.CompressBlockBound(n), lzo.MaxCompressedLen(n), n+1024)
 }

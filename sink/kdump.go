@@ -157,20 +157,16 @@ func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 }
 
 // WritePages appends the descriptors and data of consecutive dumped pages;
-// data holds the stored bytes of the non-zero pages, back to back.
+// data holds the stored bytes of the non-zero pages, back to back. Large
+// data goes straight to the output, small data through the buffer.
 func (k *Kdump) WritePages(pages []Page, data []byte) error {
 	var d [kdumpfmt.PageDescSize]byte
+	off := k.dataNext + uint64(len(k.data)) // file offset of data[0]
 	for _, p := range pages {
 		desc := k.zeroDesc
 		if !p.Zero {
-			desc = kdumpfmt.PageDesc{Offset: int64(k.dataNext + uint64(len(k.data))), Size: p.Size, Flags: p.Flags}
-			if len(k.data)+int(p.Size) > cap(k.data) {
-				if err := k.flushData(); err != nil {
-					return err
-				}
-			}
-			k.data = append(k.data, data[:p.Size]...)
-			data = data[p.Size:]
+			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
+			off += uint64(p.Size)
 		}
 		desc.Put(d[:])
 		if len(k.descs)+len(d) > cap(k.descs) {
@@ -180,6 +176,21 @@ func (k *Kdump) WritePages(pages []Page, data []byte) error {
 		}
 		k.descs = append(k.descs, d[:]...)
 	}
+	if len(k.data)+len(data) <= cap(k.data) {
+		k.data = append(k.data, data...)
+		return nil
+	}
+	if err := k.flushData(); err != nil {
+		return err
+	}
+	if len(data) < cap(k.data)/4 {
+		k.data = append(k.data, data...)
+		return nil
+	}
+	if err := k.writeAt(data, k.dataNext); err != nil {
+		return fmt.Errorf("page data: %w", err)
+	}
+	k.dataNext += uint64(len(data))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"golang.org/x/term"
@@ -71,6 +72,13 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.checkParams {
 		return exitOK
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
 	}
 	job := &dumpJob{opts: o, con: c, vmcore: o.args[0], out: o.args[1]}
 	if err := job.run(context.Background()); err != nil {

@@ -26,6 +26,7 @@ type options struct {
 	help        bool
 	checkParams bool
 	vmcoreinfo  string
+	cpuprofile  string
 	args        []string
 }
 
@@ -81,6 +82,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
 	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
 	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
+	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
 	return fs
 }
