@@ -5,7 +5,9 @@ BIN      := bin/pagepipe
 FIXTURES ?= $(or $(PAGEPIPE_FIXTURES),$(or $(TMPDIR),/tmp)/pagepipe-fixtures)
 DEMO_MIB ?= 512
 
-.PHONY: build test demo bench install deps fixtures lint fuzz clean
+FUZZTIME ?= 20s
+
+.PHONY: build test demo bench bench-compare install deps fixtures lint fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/pagepipe
@@ -15,9 +17,11 @@ deps:
 
 # Every test, with the real judges installed first; the race detector on
 # the packages with concurrency.
+# (-tags lzo2 adds the cross-checks against the C liblzo2, through cgo in
+# test-only code.)
 test: deps lint
-	$(GO) test -count=1 ./...
-	$(GO) test -count=1 -race -tags lzo2 ./pipeline/... ./codec/... ./source/... ./sink/... ./filter/...
+	$(GO) test -count=1 -timeout 30m -tags lzo2 ./...
+	$(GO) test -count=1 -race -tags lzo2 ./pipeline/... ./codec/... ./source/... ./sink/... ./filter/... ./kernel/... ./bitmap/...
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -35,11 +39,22 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pipeline/ ./codec/
 
+# pagepipe against makedumpfile on the real fixture, both on one CPU, median
+# of 5 runs (docs/benchmarks.md).
+bench-compare: build deps
+	bench/compare.sh "$$(fixtures/make-vmcore.sh | tail -n 1)/vmcore" 5
+
 fixtures:
 	fixtures/make-vmcore.sh
 
+# Every fuzz target, each for FUZZTIME.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseELF -fuzztime 30s ./source/
+	@for pkg in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go | cut -c6-); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -tags lzo2 -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
+		done; \
+	done
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/pagepipe

@@ -41,7 +41,7 @@ func BenchmarkCopyPass(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(v.Info, filter.ExcludeZero)
+	plan, err := filter.NewPlan(context.Background(), v.Info, filter.ExcludeZero, nil, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -299,8 +299,22 @@ func coverage(s *Spec, pfn uint64) (spans []span, full bool) {
 // the generator's bytes where the page lies within some segment's
 // FileSize, zeros elsewhere (holes, MemSize tails, the outside of a
 // partial page). buf must hold at least PageSize bytes.
+//
+// For a kernel machine the page is the kernel's: its structures where they
+// are, otherwise contents by class (free pages zero unless stale).
 func Page(s Spec, pfn uint64, buf []byte) {
 	b := buf[:PageSize]
+	if s.Kernel != nil {
+		if k, err := kernelOf(&s); err == nil {
+			if !k.inRAM(pfn, pfn+1) {
+				clear(b)
+				return
+			}
+			p := k.newPager(&s)
+			p.fill(b, pfn, p.kind(pfn))
+			return
+		}
+	}
 	spans, full := coverage(&s, pfn)
 	if !full && len(spans) == 0 {
 		clear(b)
@@ -321,7 +335,21 @@ func Page(s Spec, pfn uint64, buf []byte) {
 // KindOf returns the kind of page pfn as Page returns it: Zero when no
 // byte of it is in the file, otherwise the kind generated (a non-zero
 // kind is never all zero, even when clipped by a segment boundary).
+//
+// For a kernel machine, pages of kernel structures are reported as
+// Repetitive, or Zero when they hold nothing (unused mem_section roots).
 func KindOf(s Spec, pfn uint64) Kind {
+	if s.Kernel != nil {
+		if km, err := kernelOf(&s); err == nil {
+			if !km.inRAM(pfn, pfn+1) {
+				return Zero
+			}
+			if k := km.newPager(&s).kind(pfn); k != kindStruct {
+				return k
+			}
+			return Repetitive
+		}
+	}
 	k := contentKind(&s, pfn)
 	if k == Zero {
 		return Zero

@@ -57,10 +57,13 @@ type Geometry struct {
 func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
 
 // GeometryOf lays out the file for s.
+//
+// For a kernel machine the geometry is that of FileSegments.
 func GeometryOf(s Spec) (Geometry, error) {
 	if err := s.Validate(); err != nil {
 		return Geometry{}, err
 	}
+	s = kernelView(&s)
 	notes, vmciOff := buildNotes(&s)
 	g := Geometry{
 		PhNum:         1 + len(s.Segments),
@@ -107,7 +110,7 @@ func GeometryOf(s Spec) (Geometry, error) {
 	}
 	if vmciOff >= 0 {
 		g.VMCOREINFOOff = g.NoteOff + int64(vmciOff)
-		g.VMCOREINFOSize = int64(len(s.VMCOREINFO))
+		g.VMCOREINFOSize = int64(len(vmcoreinfoOf(&s)))
 	}
 	return g, nil
 }
@@ -208,7 +211,8 @@ func buildNotes(s *Spec) ([]byte, int) {
 	if s.ExtraNotes {
 		n += s.CPUs * (12 + 8 + QEMUCPUStateSize)
 	}
-	n += 12 + 12 + len(s.VMCOREINFO) + 3
+	vmci := vmcoreinfoOf(s)
+	n += 12 + 12 + len(vmci) + 3
 	b := make([]byte, 0, n)
 	for cpu := 0; cpu < s.CPUs; cpu++ {
 		b = appendNote(b, "CORE", NtPrstatus, prstatus(s.Seed, cpu))
@@ -219,9 +223,9 @@ func buildNotes(s *Spec) ([]byte, int) {
 		}
 	}
 	off := -1
-	if s.VMCOREINFO != "" {
-		b = appendNote(b, "VMCOREINFO", 0, []byte(s.VMCOREINFO))
-		off = len(b) - pad4(len(s.VMCOREINFO))
+	if vmci != "" {
+		b = appendNote(b, "VMCOREINFO", 0, []byte(vmci))
+		off = len(b) - pad4(len(vmci))
 	}
 	return b, off
 }

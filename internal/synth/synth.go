@@ -7,10 +7,16 @@
 // contents are computable, a test can check a dump page by page against
 // Page without keeping or re-reading the source file.
 //
-// What is not here: the memory holds no kernel structures (no mem_map, no
-// page tables, no utsname), so only filtering that looks at page contents
-// (zero pages, dump level 1) can be exercised; struct-page based filtering
-// needs a real fixture (see docs/real-vmcores.md).
+// Plain specs (Default, Shapes) hold no kernel structures, so only
+// filtering that looks at page contents (zero pages, dump level 1) can be
+// exercised on them. Kernel machines (Spec.Kernel, KernelMachine) add what
+// struct-page filtering needs, laid out after a chosen kernel era (4.19,
+// 5.10, 6.1, 6.6, 6.9, 6.12): x86_64 page tables, the SPARSEMEM_EXTREME
+// mem_section tree, a struct page for every page frame describing a known
+// mix of page classes, init_uts_ns and the era's VMCOREINFO. The class of
+// every pfn is known (TruthOf, WriteTruth), and so is what makedumpfile
+// keeps at each dump level (ExpectedFilter); Debian's makedumpfile 1.7.2
+// agrees with it on the eras it supports (see kernel_test.go).
 package synth
 
 import (
@@ -145,6 +151,13 @@ type Spec struct {
 	// readers' PN_XNUM path is tested. It is used anyway when the count
 	// does not fit in 16 bits.
 	PNXnum bool
+	// Kernel, when set, fills memory with kernel structures laid out
+	// after a kernel era (page tables, mem_section, struct pages,
+	// init_uts_ns) describing a known mix of page classes (TruthOf), and
+	// an empty VMCOREINFO means the kernel's own. Segments must then be
+	// whole pages with data (MemSize == FileSize): they are the RAM.
+	// KernelMachine builds such specs.
+	Kernel *KernelSpec
 }
 
 // Validate reports whether the spec can be written.
@@ -155,7 +168,12 @@ func (s Spec) Validate() error {
 	if s.CPUs < 0 || s.CPUs > 1<<16 {
 		return fmt.Errorf("synth: CPUs %d out of range [0, 65536]", s.CPUs)
 	}
-	if len(s.VMCOREINFO) > math.MaxUint32 {
+	if s.Kernel != nil {
+		if _, err := kernelOf(&s); err != nil {
+			return err
+		}
+	}
+	if len(vmcoreinfoOf(&s)) > math.MaxUint32 {
 		return errors.New("synth: VMCOREINFO too long")
 	}
 	if len(s.Segments) >= math.MaxUint32-1 {
@@ -186,6 +204,17 @@ func (s Spec) Validate() error {
 	return nil
 }
 
+// vmcoreinfoOf is the text of the VMCOREINFO note: the spec's, or for a
+// kernel machine with none given, the kernel's.
+func vmcoreinfoOf(s *Spec) string {
+	if s.VMCOREINFO == "" && s.Kernel != nil {
+		if k, err := kernelOf(s); err == nil {
+			return k.vmcoreinfo
+		}
+	}
+	return s.VMCOREINFO
+}
+
 // MaxMapnr returns what makedumpfile computes from the headers alone:
 // roundup(max(p_paddr + p_memsz), page) / page.
 func (s Spec) MaxMapnr() uint64 {
@@ -200,9 +229,11 @@ func (s Spec) MaxMapnr() uint64 {
 
 // DataBytes returns the total of the segments' FileSize: the bytes of
 // memory the file carries (overlapping segments counted twice).
+//
+// For a kernel machine these are FileSegments.
 func (s Spec) DataBytes() uint64 {
 	var n uint64
-	for _, g := range s.Segments {
+	for _, g := range kernelView(&s).Segments {
 		n += g.FileSize
 	}
 	return n

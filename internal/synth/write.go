@@ -83,6 +83,7 @@ func write(w io.WriterAt, s Spec, sparse bool) error {
 	if err != nil {
 		return err
 	}
+	s = kernelView(&s)
 	hdr := headers(&s, &g)
 	notes, _ := buildNotes(&s)
 	fixed := []struct {
@@ -136,12 +137,13 @@ func write(w io.WriterAt, s Spec, sparse bool) error {
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, chunkSize)
+			pg := newPager(&s)
 			for !failed.Load() {
 				n := int(next.Add(1) - 1)
 				if n >= len(chunks) {
 					return
 				}
-				if err := writeChunk(w, &s, &g, chunks[n], buf, sparse); err != nil {
+				if err := writeChunk(w, &s, &g, chunks[n], buf, sparse, pg); err != nil {
 					errMu.Lock()
 					if first == nil {
 						first = err
@@ -157,11 +159,11 @@ func write(w io.WriterAt, s Spec, sparse bool) error {
 	return first
 }
 
-// writeChunk generates the pages of c into buf (page-aligned: buf[0] is
-// the first byte of the page holding c.lo) and writes the part within the
-// segment. When sparse, zero pages are neither generated nor written: the
+// writeChunk generates the pages of c into buf through the worker's pager
+// (page-aligned: buf[0] is the first byte of the page holding c.lo) and
+// writes the part within the segment. When sparse, zero pages are neither generated nor written: the
 // pending run of non-zero pages is flushed and the zero page stays a hole.
-func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse bool) error {
+func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse bool, pg pager) error {
 	sg := s.Segments[c.seg]
 	base := c.lo &^ (PageSize - 1)
 	runLo := c.lo // start of the pending, not yet written range
@@ -174,7 +176,7 @@ func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse
 	}
 	for addr := base; addr < c.hi; addr += PageSize {
 		pfn := addr / PageSize
-		k := contentKind(s, pfn)
+		k := pg.kind(pfn)
 		if sparse && k == Zero {
 			if err := flush(max(addr, c.lo)); err != nil {
 				return err
@@ -182,7 +184,7 @@ func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse
 			runLo = min(addr+PageSize, c.hi)
 			continue
 		}
-		fill(buf[addr-base:], k, s.Seed, pfn)
+		pg.fill(buf[addr-base:], pfn, k)
 	}
 	return flush(c.hi)
 }
