@@ -7,7 +7,7 @@ DEMO_MIB ?= 512
 
 FUZZTIME ?= 20s
 
-.PHONY: build test demo bench bench-compare install deps fixtures lint fuzz clean
+.PHONY: build test demo bench bench-compare bench-filter install deps fixtures lint fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/pagepipe
@@ -43,6 +43,10 @@ bench:
 # of 5 runs (docs/benchmarks.md).
 bench-compare: build deps
 	bench/compare.sh "$$(fixtures/make-vmcore.sh | tail -n 1)/vmcore" 5
+
+# The page scan on a generated 64 GiB machine against makedumpfile's.
+bench-filter: build deps
+	bench/filter64.sh 5
 
 fixtures:
 	fixtures/make-vmcore.sh

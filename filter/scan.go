@@ -9,6 +9,7 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/kernel"
+	"pagepipe/source"
 )
 
 // Kernel is the crashed kernel as the page scan sees it: where its struct
@@ -17,19 +18,17 @@ type Kernel struct {
 	VMCOREINFO *kernel.VMCOREINFO
 	MemMap     *kernel.MemMap
 	Layout     *kernel.PageLayout
-	// NewReader returns a reader of kernel virtual memory for one worker.
-	NewReader func() (kernel.VirtReader, error)
+	vmcore     *source.Vmcore
 }
 
 // OpenKernel finds the mem_map and struct page layout of the kernel whose
-// physical memory phys holds, for pfns below maxMapnr.
-func OpenKernel(vi *kernel.VMCOREINFO, phys kernel.PhysReader, maxMapnr uint64) (*Kernel, error) {
-	newReader := func() (kernel.VirtReader, error) { return kernel.NewTranslator(phys, vi) }
-	r, err := newReader()
+// memory the vmcore holds, for pfns below maxMapnr.
+func OpenKernel(vi *kernel.VMCOREINFO, v *source.Vmcore, maxMapnr uint64) (*Kernel, error) {
+	tr, err := kernel.NewTranslator(v, vi)
 	if err != nil {
 		return nil, err
 	}
-	mm, err := kernel.FindMemMap(vi, r, maxMapnr)
+	mm, err := kernel.FindMemMap(vi, tr, maxMapnr)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +36,7 @@ func OpenKernel(vi *kernel.VMCOREINFO, phys kernel.PhysReader, maxMapnr uint64) 
 	if err != nil {
 		return nil, err
 	}
-	return &Kernel{VMCOREINFO: vi, MemMap: mm, Layout: layout, NewReader: newReader}, nil
+	return &Kernel{VMCOREINFO: vi, MemMap: mm, Layout: layout, vmcore: v}, nil
 }
 
 // Counts are the excluded pages per class, as the report prints them.
@@ -69,13 +68,15 @@ func (k *Kernel) NeedsScan(level Level) bool {
 		k.Layout.HasHwpoison()
 }
 
-// batchPages is how many struct pages a worker reads at once (as
-// makedumpfile's PGMM_CACHED); units are whole sections or 32768-pfn
+// unitPages is the work unit of the scan: whole sections or 32768-pfn
 // pieces of them, aligned so that no two workers share a bitmap word.
-const (
-	batchPages = 512
-	unitPages  = 32768
-)
+const unitPages = 32768
+
+// piecePages struct pages (2 MiB) are read at a time. Measured on a 64 GiB
+// machine: fewer, larger reads beat smaller ones that stay in the CPU cache
+// (0.16 s against 0.20 s at 64 KiB and 0.32 s at 16 KiB), and both beat
+// mapping the struct pages, whose page faults cost more than the copy.
+const piecePages = unitPages
 
 // spill is an exclusion that runs past the end of the unit that found it
 // (a compound page or free block crossing into the next section); spills
@@ -118,12 +119,15 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	})
 	for range max(workers, 1) {
 		g.Go(func() error {
-			r, err := k.NewReader()
+			tr, err := kernel.NewTranslator(k.vmcore, k.VMCOREINFO)
 			if err != nil {
 				return err
 			}
-			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, r: r,
-				buf: make([]byte, (batchPages+1)*k.Layout.Size)}
+			// pread, not mmap: see piecePages.
+			r := k.vmcore.NewReader(source.DefaultMapSize, false)
+			defer r.Close()
+			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r,
+				buf: make([]byte, piecePages*k.Layout.Size)}
 			for u := range work {
 				if err := s.unit(u.sec, u.lo, u.hi); err != nil {
 					return err
@@ -158,35 +162,36 @@ type scanner struct {
 	l      *kernel.PageLayout
 	level  Level
 	m      *bitmap.Bitmap
-	r      kernel.VirtReader
-	buf    []byte
+	tr     *kernel.Translator
+	r      kernel.PhysSlicer
+	buf    []byte // for struct pages that are not physically contiguous
 	counts Counts
 	spills []spill
 	hi     uint64 // end of the current unit
 }
 
+// unit classifies the pfns [lo, hi) of sec, reading their struct pages
+// piecePages at a time. A head page's order and hugetlb mark are in the
+// next struct page; a compound head is aligned to its size, so its next
+// struct page is always in the same piece, as it is always in
+// makedumpfile's 512-entry batch.
 func (s *scanner) unit(sec kernel.Section, lo, hi uint64) error {
 	s.hi = hi
 	size := s.l.Size
-	for b := lo; b < hi; b += batchPages - b%batchPages {
-		n := min(batchPages-b%batchPages, hi-b)
-		// Read one struct page more when it is in the section: a head
-		// page's order and hugetlb mark are in page[1].
-		read := n
-		if b+n < sec.EndPFN {
-			read++
+	for p := lo; p < hi; p += piecePages {
+		end := min(p+piecePages, hi)
+		vaddr := sec.MemMap + (p-sec.StartPFN)*size
+		n := int((end - p) * size)
+		buf, err := s.tr.SliceVirt(s.r, vaddr, n, s.buf[:n])
+		if err != nil {
+			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
 		}
-		buf := s.buf[:read*size]
-		vaddr := sec.MemMap + (b-sec.StartPFN)*size
-		if err := s.r.ReadVirt(vaddr, buf); err != nil {
-			return fmt.Errorf("read struct pages of pfns %#x-%#x at %#x: %w", b, b+n-1, vaddr, err)
-		}
-		for i := range n {
-			pfn := b + i
+		for pfn := p; pfn < end; pfn++ {
 			if !s.m.Test(pfn) {
 				continue // no data, or already left out with its block
 			}
-			s.classify(pfn, buf[i*size:])
+			i := (pfn - p) * size
+			s.classify(pfn, buf[i:min(i+2*size, uint64(len(buf)))])
 		}
 	}
 	return nil

@@ -303,6 +303,43 @@ func (t *Translator) ReadVirt(vaddr uint64, p []byte) error {
 	return nil
 }
 
+// PhysSlicer serves physical memory without copying when it can (an mmap
+// window of the vmcore); the slice is valid until its next call.
+type PhysSlicer interface {
+	SlicePhys(paddr uint64, n int) ([]byte, error)
+}
+
+// SliceVirt returns n bytes of kernel virtual memory at vaddr: a slice
+// straight from p when one page mapping (4 KiB, 2 MiB or 1 GiB) covers the
+// whole range, as it does for a section's struct pages in the vmemmap;
+// otherwise a copy read page by page through p into buf.
+func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf []byte) ([]byte, error) {
+	m, err := t.Lookup(vaddr)
+	if err != nil {
+		return nil, fmt.Errorf("read %d bytes at virtual %#x: %w", n, vaddr, err)
+	}
+	if uint64(n) <= m.PageSize-vaddr&(m.PageSize-1) {
+		return p.SlicePhys(m.Paddr, n)
+	}
+	buf = buf[:n]
+	for done := 0; done < n; {
+		va := vaddr + uint64(done)
+		if done > 0 {
+			if m, err = t.Lookup(va); err != nil {
+				return nil, fmt.Errorf("read %d bytes at virtual %#x: %w", n, vaddr, err)
+			}
+		}
+		k := int(min(m.PageSize-va&(m.PageSize-1), uint64(n-done)))
+		b, err := p.SlicePhys(m.Paddr, k)
+		if err != nil {
+			return nil, fmt.Errorf("read %d bytes at virtual %#x: physical %#x: %w", n, vaddr, m.Paddr, err)
+		}
+		copy(buf[done:], b)
+		done += k
+	}
+	return buf, nil
+}
+
 // FindPageOffset finds PAGE_OFFSET, the start of the kernel's direct mapping
 // of all physical memory (page_offset_base), by walking the page tables.
 //

@@ -203,40 +203,68 @@ func (v *Vmcore) NewReader(mapSize int, useMmap bool) *PageReader {
 
 // Page returns the PageSize bytes of pfn.
 func (r *PageReader) Page(pfn uint64) ([]byte, error) {
-	e, ok := r.v.findExtent(pfn)
-	if !ok {
-		if err := r.v.ReadPhys(pfn*PageSize, r.buf); err != nil {
-			return nil, fmt.Errorf("pfn %#x: %w", pfn, err)
-		}
-		return r.buf, nil
+	b, err := r.Slice(pfn*PageSize, PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("pfn %#x: %w", pfn, err)
 	}
-	off := e.off + (pfn-e.start)*PageSize
+	return b, nil
+}
+
+// Slice returns n bytes of physical memory from paddr: straight from the
+// mmap window when the range lies whole in one PT_LOAD's file data (no
+// copy), else read into the reader's buffer, gaps as zeros. The slice is
+// valid until the next call.
+func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
+	e, ok := r.v.findExtent(paddr / PageSize)
+	if !ok || paddr+uint64(n) > e.end*PageSize {
+		return r.read(paddr, n)
+	}
+	off := e.off + paddr - e.start*PageSize
 	if !r.useMmap {
-		if _, err := r.v.f.ReadAt(r.buf, int64(off)); err != nil {
-			return nil, fmt.Errorf("read pfn %#x at offset %#x of %s: %w", pfn, off, r.v.Path, err)
+		if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
+			return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
 		}
-		return r.buf, nil
+		return r.buf[:n], nil
 	}
-	if r.win == nil || off < r.winOff || off+PageSize > r.winOff+uint64(len(r.win)) {
-		if err := r.remap(off); err != nil {
-			r.useMmap = false
-			return r.Page(pfn)
+	if r.win == nil || off < r.winOff || off+uint64(n) > r.winOff+uint64(len(r.win)) {
+		if err := r.remap(off, uint64(n)); err != nil {
+			r.useMmap = false // makedumpfile, too, falls back to read()
+			return r.Slice(paddr, n)
 		}
 	}
-	return r.win[off-r.winOff : off-r.winOff+PageSize], nil
+	return r.win[off-r.winOff : off-r.winOff+uint64(n)], nil
+}
+
+// SlicePhys is Slice, for the kernel package's readers.
+func (r *PageReader) SlicePhys(paddr uint64, n int) ([]byte, error) { return r.Slice(paddr, n) }
+
+func (r *PageReader) read(paddr uint64, n int) ([]byte, error) {
+	b := r.buffer(n)
+	if err := r.v.ReadPhys(paddr, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r *PageReader) buffer(n int) []byte {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	return r.buf
 }
 
 var errNoMap = errors.New("cannot map")
 
-func (r *PageReader) remap(off uint64) error {
+func (r *PageReader) remap(off, n uint64) error {
 	r.unmap()
 	start := off &^ (uint64(os.Getpagesize()) - 1)
-	length := max(r.mapSize, off+PageSize-start)
+	length := max(r.mapSize, off+n-start)
 	length = min(length, uint64(r.v.size)-start)
-	if length < off+PageSize-start {
+	if length < off+n-start {
 		return errNoMap
 	}
-	w, err := unix.Mmap(int(r.v.f.Fd()), int64(start), int(length), unix.PROT_READ, unix.MAP_PRIVATE)
+	w, err := unix.Mmap(int(r.v.f.Fd()), int64(start), int(length), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE)
 	if err != nil {
 		return err
 	}

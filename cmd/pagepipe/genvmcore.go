@@ -18,15 +18,19 @@ func runGenVmcore(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	size := fs.Int("size", 256, "RAM of the generated machine in MiB")
 	seed := fs.Uint64("seed", synth.DefaultSeed, "content seed")
+	profile := fs.String("profile", "", "a kernel machine after this era's struct page layout: "+strings.Join(synth.Profiles(), ", "))
 	shape := fs.String("shape", "", "a named test shape instead of the default machine: "+strings.Join(shapeNames(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return exitFailed
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: pagepipe gen-vmcore [--size MIB] [--seed N] [--shape NAME] OUTPUT")
+		fmt.Fprintln(stderr, "usage: pagepipe gen-vmcore [--size MIB] [--seed N] [--profile ERA | --shape NAME] OUTPUT")
 		return exitFailed
 	}
 	spec := synth.Default(*size)
+	if *profile != "" {
+		spec = synth.KernelMachine(*profile, *size)
+	}
 	if *shape != "" {
 		s, ok := synth.Shapes()[*shape]
 		if !ok {
@@ -36,6 +40,10 @@ func runGenVmcore(args []string, stdout, stderr io.Writer) int {
 		spec = s
 	}
 	spec.Seed = *seed
+	if err := spec.Validate(); err != nil {
+		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		return exitFailed
+	}
 	if err := synth.WriteFile(fs.Arg(0), spec); err != nil {
 		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
 		return exitFailed

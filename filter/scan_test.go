@@ -1,0 +1,120 @@
+package filter_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"pagepipe/bitmap"
+	"pagepipe/filter"
+	"pagepipe/internal/synth"
+	"pagepipe/kernel"
+	"pagepipe/source"
+)
+
+// machine writes a generated kernel machine and opens it as pagepipe does.
+func machine(t testing.TB, dir, profile string, sizeMiB int) (synth.Spec, *source.Vmcore, *filter.Kernel) {
+	t.Helper()
+	s := synth.KernelMachine(profile, sizeMiB)
+	path := filepath.Join(dir, "vmcore-"+profile)
+	if err := synth.WriteFile(path, s); err != nil {
+		t.Fatal(err)
+	}
+	v, err := source.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := filter.OpenKernel(vi, v, v.MaxMapnr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v, k
+}
+
+var testLevels = []filter.Level{0, 1, 2, 4, 8, 16, 31, 6, 24, 30}
+
+// On every kernel era's generated machine, the page scan leaves out exactly
+// the pages the generator's truth says the level excludes, with the same
+// counts per class, on one worker and on several.
+func TestScanMatchesTruth(t *testing.T) {
+	dir := t.TempDir()
+	for _, profile := range synth.Profiles() {
+		t.Run(profile, func(t *testing.T) {
+			s, v, k := machine(t, dir, profile, 192)
+			for _, level := range testLevels {
+				wantBits, want, err := synth.ExpectedFilter(s, int(level))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, workers := range []int{1, 3} {
+					plan, err := filter.NewPlan(context.Background(), v.Info, level, k, workers)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantMap := bitmap.FromBytes(wantBits, plan.MaxMapnr)
+					if !plan.Dumpable.Equal(wantMap) {
+						t.Fatalf("-d %d, %d workers: dumped pfns differ from the truth: %s", level, workers, firstDifference(plan.Dumpable, wantMap))
+					}
+					got := plan.Excluded
+					if got.Cache != want.Cache || got.CachePrivate != want.CachePrivate || got.User != want.User ||
+						got.Free != want.Free || got.Hwpoison != want.Hwpoison || got.Offline != want.Offline {
+						t.Fatalf("-d %d, %d workers: counts %+v, want %+v", level, workers, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// On the 6.1 profile (the newest kernel makedumpfile 1.7.2 filters
+// correctly) pagepipe's dumped pfns equal makedumpfile's at every level.
+func TestScanMatchesMakedumpfile61(t *testing.T) {
+	dir := t.TempDir()
+	_, v, k := machine(t, dir, "6.1", 256)
+	for _, level := range testLevels {
+		t.Run(fmt.Sprint(level), func(t *testing.T) {
+			out := filepath.Join(dir, fmt.Sprintf("mdf-%d", level))
+			if b, err := exec.Command("makedumpfile", "-f", "-d", fmt.Sprint(level), v.Path, out).CombinedOutput(); err != nil {
+				t.Fatalf("makedumpfile: %v\n%s", err, b)
+			}
+			d, err := source.OpenDump(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			defer os.Remove(out)
+			plan, err := filter.NewPlan(context.Background(), v.Info, level, k, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.Dumpable.Equal(d.Dumpable) {
+				t.Fatalf("dumped pfns differ from makedumpfile's: %s", firstDifference(plan.Dumpable, d.Dumpable))
+			}
+		})
+	}
+}
+
+func firstDifference(a, b *bitmap.Bitmap) string {
+	if a.Len() != b.Len() {
+		return fmt.Sprintf("max_mapnr %d vs %d", a.Len(), b.Len())
+	}
+	n := 0
+	first := uint64(0)
+	for pfn := uint64(0); pfn < a.Len(); pfn++ {
+		if a.Test(pfn) != b.Test(pfn) {
+			if n == 0 {
+				first = pfn
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("%d pfns, first %#x (got %v)", n, first, a.Test(first))
+}
