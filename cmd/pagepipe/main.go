@@ -73,6 +73,16 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	if o.checkParams {
 		return exitOK
 	}
+	if o.dumpDmesg {
+		if err := dumpDmesg(o, c); err != nil {
+			c.errorf("pagepipe: %s\n", oneLine(err))
+			c.msg("\npagepipe Failed.\n")
+			return exitFailed
+		}
+		c.msg("\nThe dmesg log is saved to %s.\n", o.args[1])
+		c.msg("\npagepipe Completed.\n")
+		return exitOK
+	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
 		if err == nil {

@@ -15,19 +15,21 @@ import (
 
 // options are makedumpfile's command line, plus pagepipe's own.
 type options struct {
-	compress    uint32 // page flag of the chosen codec; 0 = none
-	levels      []filter.Level
-	force       bool
-	threads     int
-	mapSizeKiB  int
-	nonMmap     bool
-	msgLevel    int
-	version     bool
-	help        bool
-	checkParams bool
-	vmcoreinfo  string
-	cpuprofile  string
-	args        []string
+	compress     uint32 // page flag of the chosen codec; 0 = none
+	levels       []filter.Level
+	force        bool
+	threads      int
+	mapSizeKiB   int
+	nonMmap      bool
+	msgLevel     int
+	version      bool
+	help         bool
+	checkParams  bool
+	vmcoreinfo   string
+	cpuprofile   string
+	dumpDmesg    bool
+	partialDmesg bool
+	args         []string
 }
 
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
@@ -82,6 +84,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
 	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
 	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
+	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
+	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
