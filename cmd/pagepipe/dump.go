@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -18,6 +19,7 @@ type dumpJob struct {
 	opts        *options
 	con         *console
 	vmcore, out string
+	stdout      io.Writer // the flattened stream's destination (-F)
 	stats       pipeline.Stats
 	plan        *filter.Plan
 }
@@ -65,11 +67,10 @@ func (j *dumpJob) run(ctx context.Context) error {
 		}
 	}
 
-	f, err := j.create()
+	out, finish, err := j.output()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 
 	meta := &sink.Meta{
 		BlockSize:      source.PageSize,
@@ -90,7 +91,7 @@ func (j *dumpJob) run(ctx context.Context) error {
 	if note := fillKernelMeta(v, vi, meta); note != "" {
 		j.con.debug("%s\n", note)
 	}
-	k, err := sink.NewKdump(f, meta)
+	k, err := sink.NewKdump(out, meta)
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
@@ -116,22 +117,40 @@ func (j *dumpJob) run(ctx context.Context) error {
 	}
 	prog.finish()
 	j.con.step("Copying data", time.Since(start))
-	if err := f.Close(); err != nil {
+	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
 	j.con.printReport(plan, j.stats, k.Written())
 	return nil
 }
 
-// create opens the dump file, refusing to clobber an existing one unless -f.
-func (j *dumpJob) create() (*os.File, error) {
+// output opens where the dump goes: the dump file, or with -F a flattened
+// stream on stdout. finish completes it (for -F, the end marker).
+func (j *dumpJob) output() (out sink.Output, finish func() error, err error) {
+	if j.opts.flatten {
+		fl, err := sink.NewFlat(j.stdout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return fl, fl.Close, nil
+	}
+	f, err := createOutput(j.out, j.opts.force)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
+}
+
+// createOutput creates an output file, refusing to clobber an existing one
+// unless force (-f).
+func createOutput(path string, force bool) (*os.File, error) {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if j.opts.force {
+	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	}
-	f, err := os.OpenFile(j.out, flags, 0o600)
+	f, err := os.OpenFile(path, flags, 0o600)
 	if os.IsExist(err) {
-		return nil, fmt.Errorf("can't open the dump file(%s): file exists (use -f to overwrite)", j.out)
+		return nil, fmt.Errorf("can't open the dump file(%s): file exists (use -f to overwrite)", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("can't open the dump file: %w", err)

@@ -22,7 +22,7 @@ import (
 const version = "0.1.0"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // Exit codes, as makedumpfile's.
@@ -32,7 +32,7 @@ const (
 	exitWrongRelease = 2
 )
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "inspect":
@@ -43,10 +43,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runGenVmcore(args[1:], stdout, stderr)
 		}
 	}
-	return runDump(args, stdout, stderr)
+	return runDump(args, stdin, stdout, stderr)
 }
 
-func runDump(args []string, stdout, stderr io.Writer) int {
+func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &console{level: 7, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
 	o, err := parseOptions(args)
 	if err != nil {
@@ -57,6 +57,9 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	c.level = o.msgLevel
+	if o.flatten {
+		c.stdout = stderr // stdout carries the dump
+	}
 	switch {
 	case o.help:
 		printUsage(stdout)
@@ -65,12 +68,29 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return exitOK
 	}
-	if len(o.args) != 2 {
-		c.errorf("pagepipe: need VMCORE and DUMPFILE, got %d arguments\n", len(o.args))
+	want, what := 2, "VMCORE and DUMPFILE"
+	switch {
+	case o.flatten:
+		want, what = 1, "VMCORE (-F writes to stdout)"
+	case o.rearrange:
+		want, what = 1, "DUMPFILE (-R reads stdin)"
+	}
+	if len(o.args) != want {
+		c.errorf("pagepipe: need %s, got %d arguments\n", what, len(o.args))
 		c.errorf("Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
 		return exitFailed
 	}
 	if o.checkParams {
+		return exitOK
+	}
+	if o.rearrange {
+		if err := rearrange(stdin, o.args[0], o.force); err != nil {
+			c.errorf("pagepipe: %s\n", oneLine(err))
+			c.msg("\npagepipe Failed.\n")
+			return exitFailed
+		}
+		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
+		c.msg("\npagepipe Completed.\n")
 		return exitOK
 	}
 	if o.dumpDmesg {
@@ -90,7 +110,12 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	job := &dumpJob{opts: o, con: c, vmcore: o.args[0], out: o.args[1]}
+	job := &dumpJob{opts: o, con: c, vmcore: o.args[0], stdout: stdout}
+	if o.flatten {
+		job.out = "STDOUT"
+	} else {
+		job.out = o.args[1]
+	}
 	if err := job.run(context.Background()); err != nil {
 		c.errorf("pagepipe: %s\n", oneLine(err))
 		c.msg("\npagepipe Failed.\n")

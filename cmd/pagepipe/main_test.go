@@ -17,7 +17,7 @@ import (
 func pagepipe(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	rc := run(args, &stdout, &stderr)
+	rc := run(args, strings.NewReader(""), &stdout, &stderr)
 	return rc, stdout.String(), stderr.String()
 }
 

@@ -28,6 +28,8 @@ type options struct {
 	vmcoreinfo   string
 	cpuprofile   string
 	dumpDmesg    bool
+	flatten      bool
+	rearrange    bool
 	partialDmesg bool
 	args         []string
 }
@@ -84,6 +86,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
 	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
 	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
+	fs.BoolVarP(&o.flatten, "flatten", "F", false, "write the dump as a flattened stream to stdout")
+	fs.BoolVarP(&o.rearrange, "rearrange", "R", false, "rebuild DUMPFILE from a flattened stream on stdin")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
