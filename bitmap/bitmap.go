@@ -111,6 +111,15 @@ func (m *Bitmap) Clone() *Bitmap {
 	return &Bitmap{words: append([]uint64(nil), m.words...), n: m.n}
 }
 
+// Cut returns a copy holding only the pfns below n (n may exceed Len: the
+// copy is then longer, with nothing set past Len).
+func (m *Bitmap) Cut(n uint64) *Bitmap {
+	c := New(n)
+	copy(c.words, m.words)
+	c.clearTail()
+	return c
+}
+
 // And clears every pfn that is not set in o (which must have the same length).
 func (m *Bitmap) And(o *Bitmap) {
 	for i := range m.words {

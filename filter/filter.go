@@ -71,11 +71,11 @@ type Plan struct {
 // or nil when the vmcore has none (then only levels 0 and 1 are possible).
 // With a kernel, memory past its mem_map is not dumped, and struct pages
 // are scanned on workers goroutines whenever makedumpfile would scan them.
-func NewPlan(ctx context.Context, in *source.Info, level Level, k *Kernel, workers int) (*Plan, error) {
+func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, workers int) (*Plan, error) {
 	if k == nil && level.NeedsPageScan() {
 		return nil, fmt.Errorf("dump level %d needs the kernel's VMCOREINFO, which this vmcore lacks (makedumpfile: specify '-x' or '-i')", level)
 	}
-	p := &Plan{Level: level, MaxMapnr: in.MaxMapnr}
+	p := &Plan{Level: level, MaxMapnr: in.Pfns()}
 	if k != nil {
 		p.MaxMapnr = min(p.MaxMapnr, k.MemMap.MaxPFN())
 	}

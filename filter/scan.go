@@ -18,13 +18,13 @@ type Kernel struct {
 	VMCOREINFO *kernel.VMCOREINFO
 	MemMap     *kernel.MemMap
 	Layout     *kernel.PageLayout
-	vmcore     *source.Vmcore
+	mem        source.Memory
 }
 
 // OpenKernel finds the mem_map and struct page layout of the kernel whose
-// memory the vmcore holds, for pfns below maxMapnr.
-func OpenKernel(vi *kernel.VMCOREINFO, v *source.Vmcore, maxMapnr uint64) (*Kernel, error) {
-	tr, err := kernel.NewTranslator(v, vi)
+// memory mem holds, for pfns below maxMapnr.
+func OpenKernel(vi *kernel.VMCOREINFO, mem source.Memory, maxMapnr uint64) (*Kernel, error) {
+	tr, err := kernel.NewTranslator(mem, vi)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func OpenKernel(vi *kernel.VMCOREINFO, v *source.Vmcore, maxMapnr uint64) (*Kern
 	if err != nil {
 		return nil, err
 	}
-	return &Kernel{VMCOREINFO: vi, MemMap: mm, Layout: layout, vmcore: v}, nil
+	return &Kernel{VMCOREINFO: vi, MemMap: mm, Layout: layout, mem: mem}, nil
 }
 
 // Counts are the excluded pages per class, as the report prints them.
@@ -119,12 +119,12 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	})
 	for range max(workers, 1) {
 		g.Go(func() error {
-			tr, err := kernel.NewTranslator(k.vmcore, k.VMCOREINFO)
+			tr, err := kernel.NewTranslator(k.mem, k.VMCOREINFO)
 			if err != nil {
 				return err
 			}
 			// pread, not mmap: see piecePages.
-			r := k.vmcore.NewReader(source.DefaultMapSize, false)
+			r := k.mem.NewReader(source.DefaultMapSize, false)
 			defer r.Close()
 			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r,
 				buf: make([]byte, piecePages*k.Layout.Size)}

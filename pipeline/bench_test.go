@@ -41,14 +41,11 @@ func BenchmarkCopyPass(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v.Info, filter.ExcludeZero, nil, 1)
+	plan, err := filter.NewPlan(context.Background(), v, filter.ExcludeZero, nil, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	codecs := []*codec.Codec{nil}
-	for _, c := range codec.All() {
-		codecs = append(codecs, c)
-	}
+	codecs := append([]*codec.Codec{nil}, codec.All()...)
 	for _, cd := range codecs {
 		for _, workers := range []int{1, 2, 4} {
 			name := "none"
@@ -58,7 +55,7 @@ func BenchmarkCopyPass(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
 				b.SetBytes(int64(plan.NumDumpable * source.PageSize))
 				for b.Loop() {
-					meta := &sink.Meta{BlockSize: source.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Notes,
+					meta := &sink.Meta{BlockSize: source.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Info.Notes,
 						Present: plan.Present, Dumpable: plan.Dumpable, NumDumpable: plan.NumDumpable, ZeroPage: true}
 					if cd != nil {
 						meta.Status = cd.Flag

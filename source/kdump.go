@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"pagepipe/bitmap"
 	"pagepipe/codec"
@@ -16,18 +17,19 @@ import (
 type Dump struct {
 	Header   *kdumpfmt.Header
 	Sub      *kdumpfmt.SubHeader
-	Notes    []byte
 	Present  *bitmap.Bitmap
 	Dumpable *bitmap.Bitmap
 	MaxMapnr uint64
 	Path     string
 
-	f      *os.File
-	size   int64
-	descs  uint64   // file offset of the descriptor array
-	ranks  []uint64 // dumpable pages before each rankStep-pfn block
-	dec    codec.Decoders
-	stored []byte
+	f     *os.File
+	size  int64
+	descs uint64   // file offset of the descriptor array
+	ranks []uint64 // dumpable pages before each rankStep-pfn block
+	notes Info     // the copied ELF notes, walked
+
+	mu     sync.Mutex // guards shared, the reader behind ReadPage and ReadPhys
+	shared *dumpReader
 }
 
 const rankStep = 4096
@@ -53,7 +55,7 @@ func readDump(f *os.File) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{f: f, size: st.Size(), dec: codec.Decoders{}}
+	d := &Dump{f: f, size: st.Size()}
 	hb := make([]byte, kdumpfmt.HeaderSize)
 	if _, err := f.ReadAt(hb, 0); err != nil {
 		return nil, fmt.Errorf("read kdump header: %w", err)
@@ -61,6 +63,7 @@ func readDump(f *os.File) (*Dump, error) {
 	if d.Header, err = kdumpfmt.UnmarshalHeader(hb); err != nil {
 		return nil, err
 	}
+	d.shared = d.newDumpReader()
 	bs := uint64(d.Header.BlockSize)
 	sb := make([]byte, kdumpfmt.SubHeaderSize)
 	if _, err := f.ReadAt(sb, int64(bs)); err != nil {
@@ -83,9 +86,12 @@ func readDump(f *os.File) (*Dump, error) {
 		return nil, fmt.Errorf("kdump header: bitmaps end at %d, past the end of the %d-byte file", d.descs, d.size)
 	}
 	if s := d.Sub; s.SizeNote > 0 && s.SizeNote <= uint64(d.size) && s.OffsetNote <= uint64(d.size)-s.SizeNote {
-		d.Notes = make([]byte, s.SizeNote)
-		if _, err := f.ReadAt(d.Notes, int64(s.OffsetNote)); err != nil {
+		d.notes.Notes = make([]byte, s.SizeNote)
+		if _, err := f.ReadAt(d.notes.Notes, int64(s.OffsetNote)); err != nil {
 			return nil, fmt.Errorf("read notes: %w", err)
+		}
+		if err := d.notes.walkNotes(0); err != nil {
+			return nil, err
 		}
 	}
 	buf := make([]byte, half)
@@ -139,8 +145,93 @@ func (d *Dump) Desc(pfn uint64) (kdumpfmt.PageDesc, error) {
 	return kdumpfmt.UnmarshalPageDesc(b[:]), nil
 }
 
-// ReadPage reads pfn's page into dst (block size bytes).
+// ReadPage reads pfn's page into dst (block size bytes). Safe for
+// concurrent use, but serialised: workers use NewReader.
 func (d *Dump) ReadPage(pfn uint64, dst []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shared.readPage(pfn, dst)
+}
+
+// Notes returns the ELF notes copied into the dump.
+func (d *Dump) Notes() ([]byte, int, uint64, uint64) {
+	return d.notes.Notes, d.notes.NrCPUs, d.notes.VmcoreinfoOff, d.notes.VmcoreinfoSize
+}
+
+// Pfns is the dump's max_mapnr.
+func (d *Dump) Pfns() uint64 { return d.MaxMapnr }
+
+// Bitmaps returns copies of the dump's bitmaps, cut at maxMapnr: a dump
+// being refiltered keeps out what it already left out.
+func (d *Dump) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
+	return d.Present.Cut(maxMapnr), d.Dumpable.Cut(maxMapnr)
+}
+
+// ReadPhys reads physical memory from the dumped pages; pages the dump
+// does not hold read as zeros.
+func (d *Dump) ReadPhys(paddr uint64, p []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shared.readPhys(paddr, p)
+}
+
+// NewReader returns a reader with its own decompressors, for one worker.
+func (d *Dump) NewReader(int, bool) Reader { return d.newDumpReader() }
+
+// dumpReader reads and decompresses pages for one goroutine.
+type dumpReader struct {
+	d      *Dump
+	dec    codec.Decoders
+	stored []byte
+	page   []byte
+	buf    []byte
+}
+
+func (d *Dump) newDumpReader() *dumpReader {
+	bs := int(d.Header.BlockSize)
+	if bs <= 0 {
+		bs = PageSize
+	}
+	return &dumpReader{d: d, dec: codec.Decoders{}, stored: make([]byte, bs), page: make([]byte, bs)}
+}
+
+func (r *dumpReader) Page(pfn uint64) ([]byte, error) {
+	if err := r.readPage(pfn, r.page); err != nil {
+		return nil, err
+	}
+	return r.page, nil
+}
+
+func (r *dumpReader) SlicePhys(paddr uint64, n int) ([]byte, error) {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	return r.buf, r.readPhys(paddr, r.buf)
+}
+
+func (r *dumpReader) Close() {}
+
+func (r *dumpReader) readPhys(paddr uint64, p []byte) error {
+	bs := uint64(len(r.page))
+	for len(p) > 0 {
+		pfn, off := paddr/bs, paddr%bs
+		n := min(uint64(len(p)), bs-off)
+		switch err := r.readPage(pfn, r.page); err {
+		case nil:
+			copy(p[:n], r.page[off:])
+		case ErrNotDumped, ErrLost:
+			clear(p[:n])
+		default:
+			return err
+		}
+		p, paddr = p[n:], paddr+n
+	}
+	return nil
+}
+
+func (r *dumpReader) readPage(pfn uint64, dst []byte) error {
+	d := r.d
 	desc, err := d.Desc(pfn)
 	if err != nil {
 		return err
@@ -155,17 +246,16 @@ func (d *Dump) ReadPage(pfn uint64, dst []byte) error {
 		return fmt.Errorf("pfn %#x: raw page of %d bytes, want %d", pfn, desc.Size, bs)
 	}
 	if desc.Flags&kdumpfmt.CompressionMask == 0 {
-		_, err := d.f.ReadAt(dst[:bs], desc.Offset)
-		return err
+		if _, err := d.f.ReadAt(dst[:bs], desc.Offset); err != nil {
+			return fmt.Errorf("read pfn %#x: %w", pfn, err)
+		}
+		return nil
 	}
-	if cap(d.stored) < int(desc.Size) {
-		d.stored = make([]byte, bs)
-	}
-	stored := d.stored[:desc.Size]
+	stored := r.stored[:desc.Size]
 	if _, err := d.f.ReadAt(stored, desc.Offset); err != nil && err != io.EOF {
 		return fmt.Errorf("read pfn %#x: %w", pfn, err)
 	}
-	if err := d.dec.Decompress(desc.Flags&kdumpfmt.CompressionMask, dst[:bs], stored); err != nil {
+	if err := r.dec.Decompress(desc.Flags&kdumpfmt.CompressionMask, dst[:bs], stored); err != nil {
 		return fmt.Errorf("pfn %#x: %w", pfn, err)
 	}
 	return nil

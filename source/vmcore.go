@@ -48,6 +48,14 @@ func Open(path string) (*Vmcore, error) {
 // Close closes the file.
 func (v *Vmcore) Close() error { return v.f.Close() }
 
+// Notes returns the PT_NOTE contents and what was found in them.
+func (v *Vmcore) Notes() ([]byte, int, uint64, uint64) {
+	return v.Info.Notes, v.NrCPUs, v.VmcoreinfoOff, v.VmcoreinfoSize
+}
+
+// Pfns is one past the highest pfn of any PT_LOAD.
+func (v *Vmcore) Pfns() uint64 { return v.MaxMapnr }
+
 // buildExtents finds, for every pfn, the segment makedumpfile would read it
 // from: the first PT_LOAD whose file data holds the address. Later segments
 // only fill what earlier ones leave uncovered (a kernel-text PT_LOAD that
@@ -194,7 +202,7 @@ const DefaultMapSize = 4 << 20
 
 // NewReader returns a page reader with mmap windows of mapSize bytes (a
 // multiple of the page size), or plain pread when useMmap is false.
-func (v *Vmcore) NewReader(mapSize int, useMmap bool) *PageReader {
+func (v *Vmcore) NewReader(mapSize int, useMmap bool) Reader {
 	if mapSize < PageSize {
 		mapSize = DefaultMapSize
 	}

@@ -26,20 +26,25 @@ type dumpJob struct {
 
 func (j *dumpJob) run(ctx context.Context) error {
 	o := j.opts
-	v, err := source.Open(j.vmcore)
+	v, err := source.OpenMemory(j.vmcore)
 	if err != nil {
 		return fmt.Errorf("open vmcore: %w", err)
 	}
 	defer v.Close()
 
 	level := o.levels[0]
+	input, isDump := v.(*source.Dump)
+	if isDump {
+		// Refiltering: what the dump left out stays out.
+		level |= filter.Level(input.Sub.DumpLevel)
+	}
 	vi, err := loadVMCOREINFO(v, o.vmcoreinfo)
 	if err != nil {
 		return err
 	}
 	var kern *filter.Kernel
 	if vi != nil {
-		kern, err = filter.OpenKernel(vi, v, v.MaxMapnr)
+		kern, err = filter.OpenKernel(vi, v, v.Pfns())
 		if err != nil {
 			if level.NeedsPageScan() {
 				return fmt.Errorf("dump level %d: %w", level, err)
@@ -49,7 +54,7 @@ func (j *dumpJob) run(ctx context.Context) error {
 		}
 	}
 	scanStart := time.Now()
-	plan, err := filter.NewPlan(ctx, v.Info, level, kern, o.threads)
+	plan, err := filter.NewPlan(ctx, v, level, kern, o.threads)
 	if err != nil {
 		return err
 	}
@@ -72,13 +77,14 @@ func (j *dumpJob) run(ctx context.Context) error {
 		return err
 	}
 
+	notes, nrCPUs, viOff, viSize := v.Notes()
 	meta := &sink.Meta{
 		BlockSize:      source.PageSize,
-		NrCPUs:         int32(v.NrCPUs),
+		NrCPUs:         int32(nrCPUs),
 		DumpLevel:      int32(level),
-		Notes:          v.Notes,
-		VmcoreinfoOff:  v.VmcoreinfoOff,
-		VmcoreinfoSize: v.VmcoreinfoSize,
+		Notes:          notes,
+		VmcoreinfoOff:  viOff,
+		VmcoreinfoSize: viSize,
 		MaxMapnr:       plan.MaxMapnr,
 		Present:        plan.Present,
 		Dumpable:       plan.Dumpable,
@@ -88,7 +94,11 @@ func (j *dumpJob) run(ctx context.Context) error {
 	if cd != nil {
 		meta.Status = cd.Flag
 	}
-	if note := fillKernelMeta(v, vi, meta); note != "" {
+	if isDump {
+		// The header describes the same crash: keep what the input says.
+		meta.Utsname, meta.CrashTime, meta.PhysBase = input.Header.Utsname, input.Header.TimestampSec, input.Sub.PhysBase
+		meta.NrCPUs = input.Header.NrCPUs
+	} else if note := fillKernelMeta(v.(*source.Vmcore), vi, meta); note != "" {
 		j.con.debug("%s\n", note)
 	}
 	k, err := sink.NewKdump(out, meta)

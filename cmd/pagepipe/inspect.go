@@ -86,13 +86,6 @@ func inspect(d *source.Dump, w io.Writer) error {
 	return nil
 }
 
-func flagName(f uint32) string {
-	if c, err := codec.ByFlag(f); err == nil {
-		return c.Name
-	}
-	return fmt.Sprintf("flag %#x", f)
-}
-
 func statusNames(st uint32) string {
 	s := ""
 	for _, c := range codec.All() {

@@ -51,7 +51,7 @@ func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note
 // loadVMCOREINFO returns the crashed kernel's VMCOREINFO: the vmcore's own
 // note, else the -i file's. With both, the note wins and the file's release
 // must match it (makedumpfile exits 2 otherwise: errWrongRelease).
-func loadVMCOREINFO(v *source.Vmcore, file string) (*kernel.VMCOREINFO, error) {
+func loadVMCOREINFO(v source.Memory, file string) (*kernel.VMCOREINFO, error) {
 	var fromFile *kernel.VMCOREINFO
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -62,10 +62,11 @@ func loadVMCOREINFO(v *source.Vmcore, file string) (*kernel.VMCOREINFO, error) {
 			return nil, fmt.Errorf("-i %s: %w", file, err)
 		}
 	}
-	raw := v.Vmcoreinfo()
-	if raw == nil {
+	notes, _, off, size := v.Notes()
+	if size == 0 {
 		return fromFile, nil
 	}
+	raw := notes[off : off+size]
 	vi, err := kernel.ParseVMCOREINFO(raw)
 	if err != nil {
 		return nil, fmt.Errorf("VMCOREINFO note: %w", err)

@@ -85,9 +85,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.rearrange {
 		if err := rearrange(stdin, o.args[0], o.force); err != nil {
-			c.errorf("pagepipe: %s\n", oneLine(err))
-			c.msg("\npagepipe Failed.\n")
-			return exitFailed
+			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
 		c.msg("\npagepipe Completed.\n")
@@ -95,9 +93,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.dumpDmesg {
 		if err := dumpDmesg(o, c); err != nil {
-			c.errorf("pagepipe: %s\n", oneLine(err))
-			c.msg("\npagepipe Failed.\n")
-			return exitFailed
+			return fail(c, err)
 		}
 		c.msg("\nThe dmesg log is saved to %s.\n", o.args[1])
 		c.msg("\npagepipe Completed.\n")
@@ -117,16 +113,22 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		job.out = o.args[1]
 	}
 	if err := job.run(context.Background()); err != nil {
-		c.errorf("pagepipe: %s\n", oneLine(err))
-		c.msg("\npagepipe Failed.\n")
-		if errors.Is(err, errWrongRelease) {
-			return exitWrongRelease
-		}
-		return exitFailed
+		return fail(c, err)
 	}
 	c.msg("\nThe dumpfile is saved to %s.\n", job.out)
 	c.msg("\npagepipe Completed.\n")
 	return exitOK
+}
+
+// fail reports err in one line, prints the failure line and returns the
+// exit code: 2 when the -i file is for another kernel, else 1.
+func fail(c *console, err error) int {
+	c.errorf("pagepipe: %s\n", oneLine(err))
+	c.msg("\npagepipe Failed.\n")
+	if errors.Is(err, errWrongRelease) {
+		return exitWrongRelease
+	}
+	return exitFailed
 }
 
 func isTerminal(w io.Writer) bool {
