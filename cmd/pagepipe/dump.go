@@ -9,6 +9,7 @@ import (
 
 	"pagepipe/codec"
 	"pagepipe/filter"
+	"pagepipe/kernel"
 	"pagepipe/pipeline"
 	"pagepipe/sink"
 	"pagepipe/source"
@@ -20,17 +21,46 @@ type dumpJob struct {
 	con         *console
 	vmcore, out string
 	stdout      io.Writer // the flattened stream's destination (-F)
-	stats       pipeline.Stats
-	plan        *filter.Plan
+
+	// Set by prepare:
+	mem   source.Memory
+	vi    *kernel.VMCOREINFO // nil when the input has none
+	level filter.Level
+	plan  *filter.Plan
+	codec *codec.Codec // nil: pages stored raw
+	meta  *sink.Meta   // everything in a kdump file besides the pages
+
+	stats pipeline.Stats
 }
 
 func (j *dumpJob) run(ctx context.Context) error {
+	if err := j.prepare(ctx); err != nil {
+		return err
+	}
+	defer j.mem.Close()
+	switch {
+	case j.opts.elf:
+		return j.writeELF(ctx)
+	case j.opts.split:
+		return j.writeSplit(ctx, j.opts.args[1:])
+	}
+	return j.writeKdump(ctx)
+}
+
+// prepare opens the input and runs the filter pass: after it, the plan says
+// which pages go into the dump and meta holds the headers' contents.
+func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	o := j.opts
 	v, err := source.OpenMemory(j.vmcore)
 	if err != nil {
 		return fmt.Errorf("open vmcore: %w", err)
 	}
-	defer v.Close()
+	defer func() {
+		if err != nil {
+			v.Close()
+		}
+	}()
+	j.mem = v
 
 	level := o.levels[0]
 	input, isDump := v.(*source.Dump)
@@ -38,13 +68,13 @@ func (j *dumpJob) run(ctx context.Context) error {
 		// Refiltering: what the dump left out stays out.
 		level |= filter.Level(input.Sub.DumpLevel)
 	}
-	vi, err := loadVMCOREINFO(v, o.vmcoreinfo)
-	if err != nil {
+	j.level = level
+	if j.vi, err = loadVMCOREINFO(v, o.vmcoreinfo); err != nil {
 		return err
 	}
 	var kern *filter.Kernel
-	if vi != nil {
-		kern, err = filter.OpenKernel(vi, v, v.Pfns())
+	if j.vi != nil {
+		kern, err = filter.OpenKernel(j.vi, v, v.Pfns())
 		if err != nil {
 			if level.NeedsPageScan() {
 				return fmt.Errorf("dump level %d: %w", level, err)
@@ -54,31 +84,24 @@ func (j *dumpJob) run(ctx context.Context) error {
 		}
 	}
 	scanStart := time.Now()
-	plan, err := filter.NewPlan(ctx, v, level, kern, o.threads)
-	if err != nil {
+	if j.plan, err = filter.NewPlan(ctx, v, level, kern, o.threads); err != nil {
 		return err
 	}
-	if plan.Scanned {
+	if j.plan.Scanned {
 		j.con.step("Excluding unnecessary pages", time.Since(scanStart))
 	}
-	j.plan = plan
-	var cd *codec.Codec
 	if o.compress != 0 {
-		if cd, err = codec.ByFlag(o.compress); err != nil {
+		if j.codec, err = codec.ByFlag(o.compress); err != nil {
 			return err
 		}
-		if !cd.Standard {
-			j.con.msg("WARNING: %s compression is a pagepipe extension that crash, libkdumpfile and makedumpfile cannot read; convert the dump with pagepipe before sharing it.\n", cd.Name)
+		if !j.codec.Standard {
+			j.con.msg("WARNING: %s compression is a pagepipe extension that crash, libkdumpfile and makedumpfile cannot read; convert the dump with pagepipe before sharing it.\n", j.codec.Name)
 		}
 	}
 
-	out, finish, err := j.output()
-	if err != nil {
-		return err
-	}
-
+	plan := j.plan
 	notes, nrCPUs, viOff, viSize := v.Notes()
-	meta := &sink.Meta{
+	j.meta = &sink.Meta{
 		BlockSize:      source.PageSize,
 		NrCPUs:         int32(nrCPUs),
 		DumpLevel:      int32(level),
@@ -91,46 +114,67 @@ func (j *dumpJob) run(ctx context.Context) error {
 		NumDumpable:    plan.NumDumpable,
 		ZeroPage:       level.Has(filter.ExcludeZero),
 	}
-	if cd != nil {
-		meta.Status = cd.Flag
+	if j.codec != nil {
+		j.meta.Status = j.codec.Flag
 	}
 	if isDump {
 		// The header describes the same crash: keep what the input says.
-		meta.Utsname, meta.CrashTime, meta.PhysBase = input.Header.Utsname, input.Header.TimestampSec, input.Sub.PhysBase
-		meta.NrCPUs = input.Header.NrCPUs
-	} else if note := fillKernelMeta(v.(*source.Vmcore), vi, meta); note != "" {
+		m := j.meta
+		m.Utsname, m.CrashTime, m.PhysBase = input.Header.Utsname, input.Header.TimestampSec, input.Sub.PhysBase
+		m.NrCPUs = input.Header.NrCPUs
+	} else if note := fillKernelMeta(v.(*source.Vmcore), j.vi, j.meta); note != "" {
 		j.con.debug("%s\n", note)
 	}
-	k, err := sink.NewKdump(out, meta)
-	if err != nil {
-		return fmt.Errorf("%s: %w", j.out, err)
-	}
+	return nil
+}
+
+// copyPass runs the pipeline over the dumpable pages into w, with the
+// progress line and the STEP timing.
+func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
+	o := j.opts
 	start := time.Now()
-	prog := j.con.newProgress("Copying data", plan.NumDumpable)
+	prog := j.con.newProgress("Copying data", j.plan.NumDumpable)
+	var err error
 	j.stats, err = pipeline.Run(ctx, pipeline.Config{
 		Workers: o.threads,
 		NewReader: func() pipeline.PageReader {
-			return v.NewReader(o.mapSizeKiB<<10, !o.nonMmap)
+			return j.mem.NewReader(o.mapSizeKiB<<10, !o.nonMmap)
 		},
-		Dumpable:    plan.Dumpable,
-		Total:       plan.NumDumpable,
-		ExcludeZero: meta.ZeroPage,
-		Codec:       cd,
-		Writer:      k,
+		Dumpable:    j.plan.Dumpable,
+		Total:       j.plan.NumDumpable,
+		ExcludeZero: j.meta.ZeroPage,
+		Codec:       j.codec,
+		Writer:      w,
 		Progress:    prog.update,
 	})
 	if err != nil {
 		return err
 	}
+	prog.finish()
+	j.con.step("Copying data", time.Since(start))
+	return nil
+}
+
+// writeKdump writes the kdump-compressed file (or its flattened stream).
+func (j *dumpJob) writeKdump(ctx context.Context) error {
+	out, finish, err := j.output()
+	if err != nil {
+		return err
+	}
+	k, err := sink.NewKdump(out, j.meta)
+	if err != nil {
+		return fmt.Errorf("%s: %w", j.out, err)
+	}
+	if err := j.copyPass(ctx, k); err != nil {
+		return err
+	}
 	if err := k.Close(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
-	prog.finish()
-	j.con.step("Copying data", time.Since(start))
 	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
-	j.con.printReport(plan, j.stats, k.Written())
+	j.con.printReport(j.plan, j.stats, k.Written())
 	return nil
 }
 

@@ -74,6 +74,10 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		want, what = 1, "VMCORE (-F writes to stdout)"
 	case o.rearrange:
 		want, what = 1, "DUMPFILE (-R reads stdin)"
+	case o.split:
+		want, what = max(3, len(o.args)), "VMCORE and at least two DUMPFILEs"
+	case o.reassemble:
+		want, what = max(3, len(o.args)), "at least two split DUMPFILEs and the output DUMPFILE"
 	}
 	if len(o.args) != want {
 		c.errorf("pagepipe: need %s, got %d arguments\n", what, len(o.args))
@@ -88,6 +92,15 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
+		c.msg("\npagepipe Completed.\n")
+		return exitOK
+	}
+	if o.reassemble {
+		out := o.args[len(o.args)-1]
+		if err := reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
+			return fail(c, err)
+		}
+		c.msg("\nThe dumpfile is saved to %s.\n", out)
 		c.msg("\npagepipe Completed.\n")
 		return exitOK
 	}
@@ -115,9 +128,21 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := job.run(context.Background()); err != nil {
 		return fail(c, err)
 	}
-	c.msg("\nThe dumpfile is saved to %s.\n", job.out)
+	if o.split {
+		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
+	} else {
+		c.msg("\nThe dumpfile is saved to %s.\n", job.out)
+	}
 	c.msg("\npagepipe Completed.\n")
 	return exitOK
+}
+
+// joinNames lists names as makedumpfile does: "A, B, and C".
+func joinNames(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + ", and " + names[len(names)-1]
 }
 
 // fail reports err in one line, prints the failure line and returns the

@@ -29,6 +29,10 @@ type options struct {
 	cpuprofile   string
 	dumpDmesg    bool
 	flatten      bool
+	elf          bool
+	split        bool
+	reassemble   bool
+	splitblockKB int
 	rearrange    bool
 	partialDmesg bool
 	args         []string
@@ -88,6 +92,10 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
 	fs.BoolVarP(&o.flatten, "flatten", "F", false, "write the dump as a flattened stream to stdout")
 	fs.BoolVarP(&o.rearrange, "rearrange", "R", false, "rebuild DUMPFILE from a flattened stream on stdin")
+	fs.BoolVarP(&o.elf, "elf-dumpfile", "E", false, "write an ELF dump instead of kdump-compressed")
+	fs.BoolVar(&o.split, "split", false, "split the dump over DUMPFILE1 ... DUMPFILEn")
+	fs.BoolVar(&o.reassemble, "reassemble", false, "join split files DUMPFILE1 ... DUMPFILEn into DUMPFILE")
+	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
