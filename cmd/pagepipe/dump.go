@@ -181,6 +181,9 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 // output opens where the dump goes: the dump file, or with -F a flattened
 // stream on stdout. finish completes it (for -F, the end marker).
 func (j *dumpJob) output() (out sink.Output, finish func() error, err error) {
+	if j.opts.dryRun {
+		return discard{}, func() error { return nil }, nil
+	}
 	if j.opts.flatten {
 		fl, err := sink.NewFlat(j.stdout)
 		if err != nil {
@@ -194,6 +197,11 @@ func (j *dumpJob) output() (out sink.Output, finish func() error, err error) {
 	}
 	return f, f.Close, nil
 }
+
+// discard is the output of --dry-run: every byte counted, none written.
+type discard struct{}
+
+func (discard) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
 
 // createOutput creates an output file, refusing to clobber an existing one
 // unless force (-f).

@@ -84,6 +84,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.errorf("Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
 		return exitFailed
 	}
+	noteNoops(c, o)
 	if o.checkParams {
 		return exitOK
 	}
@@ -135,6 +136,23 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.msg("\npagepipe Completed.\n")
 	return exitOK
+}
+
+// noteNoops says at debug level which makedumpfile options pagepipe
+// accepts but has no use for.
+func noteNoops(c *console, o *options) {
+	if o.blockOrder != 4 {
+		c.debug("-b %d: accepted, no effect (pagepipe writes in 1 MiB pieces)\n", o.blockOrder)
+	}
+	if o.cyclicBufferKB != 0 {
+		c.debug("--cyclic-buffer %d: accepted, no effect (bitmaps take 2 bits per page, in memory)\n", o.cyclicBufferKB)
+	}
+	if o.workDir != "" {
+		c.debug("--work-dir %s: accepted, no effect (bitmaps are kept in memory)\n", o.workDir)
+	}
+	if o.nonMmap {
+		c.debug("--non-mmap: reading the vmcore with pread\n")
+	}
 }
 
 // joinNames lists names as makedumpfile does: "A, B, and C".

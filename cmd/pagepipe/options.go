@@ -33,9 +33,17 @@ type options struct {
 	split        bool
 	reassemble   bool
 	splitblockKB int
-	rearrange    bool
-	partialDmesg bool
-	args         []string
+
+	blockOrder     int
+	cyclicBufferKB int
+	workDir        string
+	debug          bool
+	showStats      bool
+	dryRun         bool
+	unsupported    []string // options pagepipe refuses
+	rearrange      bool
+	partialDmesg   bool
+	args           []string
 }
 
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
@@ -52,6 +60,24 @@ func (c compressFlag) Set(v string) error {
 	if v == "true" {
 		c.o.compress = c.flag
 	}
+	return nil
+}
+
+// unsupportedFlag records a makedumpfile option that pagepipe does not
+// implement, so that it is refused with a clear message.
+type unsupportedFlag struct {
+	o                  *options
+	long, short, usage string
+}
+
+func (u unsupportedFlag) String() string { return "" }
+func (u unsupportedFlag) Type() string   { return "string" }
+func (u unsupportedFlag) Set(string) error {
+	name := "--" + u.long
+	if u.short != "" {
+		name = "-" + u.short
+	}
+	u.o.unsupported = append(u.o.unsupported, fmt.Sprintf("%s (%s)", name, u.usage))
 	return nil
 }
 
@@ -98,6 +124,35 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	// Accepted for makedumpfile's command lines; pagepipe has no use for
+	// them (said so at debug level).
+	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
+	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe's bitmaps take 2 bits per page)")
+	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe keeps its bitmaps in memory)")
+	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
+	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "do everything but write the dump")
+	// Refused with a clear message: features pagepipe does not have.
+	for _, u := range []struct{ long, short, usage string }{
+		{"exclude-vmemmap", "e", "exclude unused vmemmap pages"},
+		{"vmlinux", "x", "read the kernel's layout from a debug vmlinux"},
+		{"generate-vmcoreinfo", "g", "write a VMCOREINFO file from a vmlinux"},
+		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
+		{"mem-usage", "", "print the running kernel's page usage"},
+		{"config", "", "erase filtering with a config file"},
+		{"eppic", "", "erase filtering with eppic"},
+		{"vtop", "", "print an address translation"},
+		{"diskset", "", "read a sadump diskset"},
+		{"xen-syms", "", "Xen hypervisor symbols"},
+		{"xen-vmcoreinfo", "", "Xen VMCOREINFO"},
+		{"xen_phys_start", "", "Xen physical start"},
+	} {
+		f := fs.VarPF(unsupportedFlag{o, u.long, u.short, u.usage}, u.long, u.short, u.usage)
+		f.Hidden = true
+		if u.long == "exclude-vmemmap" || u.long == "exclude-xen-dom" || u.long == "mem-usage" {
+			f.NoOptDefVal = "true"
+		}
+	}
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
@@ -122,6 +177,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.levels, err = filter.ParseLevels(fs.Lookup("dump-level").Value.String()); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if len(o.unsupported) > 0 {
+		return nil, fmt.Errorf("%w: pagepipe does not support %s", errUsage, strings.Join(o.unsupported, ", "))
+	}
 	if o.msgLevel < 0 || o.msgLevel > 31 {
 		return nil, fmt.Errorf("Message_level(%d) is invalid", o.msgLevel)
 	}
@@ -130,6 +188,12 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.threads < 0 {
 		return nil, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
+	}
+	if o.debug {
+		o.msgLevel |= 8
+	}
+	if o.showStats {
+		o.msgLevel |= 16
 	}
 	if o.threads == 0 {
 		o.threads = runtime.GOMAXPROCS(0)
