@@ -84,6 +84,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.errorf("Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
 		return exitFailed
 	}
+	if err := confineCPUs(o.cpus); err != nil {
+		return fail(c, err)
+	}
 	noteNoops(c, o)
 	if o.checkParams {
 		return exitOK
@@ -128,6 +131,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err := job.run(context.Background()); err != nil {
 		return fail(c, err)
+	}
+	if o.cpus != "" {
+		c.debug("%s\n", cpuReport())
 	}
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))

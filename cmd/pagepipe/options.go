@@ -40,6 +40,7 @@ type options struct {
 	debug          bool
 	showStats      bool
 	dryRun         bool
+	cpus           string
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
@@ -124,6 +125,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
 	// them (said so at debug level).
 	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
