@@ -36,7 +36,16 @@ type Meta struct {
 	// ZeroPage: dump level bit 1; all zero pages share one raw zero page
 	// stored first in the data area.
 	ZeroPage bool
+	// Split, when set, makes the file one part of a split dump (--split):
+	// its sub header says split = 1 with the part's pfn range, and it gets
+	// only the pages of that range. Everything else stays the whole dump's
+	// (bitmaps, NumDumpable, so the descriptor area is reserved for every
+	// dumpable page and page data starts at the same offset in each part).
+	Split *SplitRange
 }
+
+// SplitRange is the pfns [Start, End) one split file holds.
+type SplitRange struct{ Start, End uint64 }
 
 // Page is one dumped page as the workers produced it.
 type Page struct {
@@ -64,6 +73,8 @@ type Kdump struct {
 	dataNext uint64 // file offset of the next data byte
 
 	written uint64 // bytes written so far
+	status  uint32 // the header's status, as written
+	meta    *Meta
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -75,6 +86,7 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 		out: out, layout: l,
 		descs: make([]byte, 0, descBufSize), descNext: l.Descs,
 		data: make([]byte, 0, dataBufSize), dataNext: l.Data,
+		status: m.Status, meta: m,
 	}
 	h := kdumpfmt.Header{
 		HeaderVersion: kdumpfmt.HeaderVersion,
@@ -98,6 +110,11 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	if m.VmcoreinfoSize != 0 {
 		sub.OffsetVmcoreinfo = l.NoteOffset + m.VmcoreinfoOff
 		sub.SizeVmcoreinfo = m.VmcoreinfoSize
+	}
+	if r := m.Split; r != nil {
+		sub.Split = 1
+		sub.StartPFN, sub.EndPFN = min(r.Start, 1<<32-1), min(r.End, 1<<32-1)
+		sub.StartPFN64, sub.EndPFN64 = r.Start, r.End
 	}
 	// makedumpfile's order: header, notes, sub header (it matters only for
 	// the record order of a flattened stream).
@@ -203,7 +220,13 @@ func (k *Kdump) flushData() error {
 	return nil
 }
 
+// flushDescs writes the buffered descriptors, after the data they point
+// at: a descriptor on disk always describes data that landed, which is
+// what makes a dump cut short by a full disk analysable (see Abort).
 func (k *Kdump) flushDescs() error {
+	if err := k.flushData(); err != nil {
+		return err
+	}
 	if err := k.writeAt(k.descs, k.descNext); err != nil {
 		return fmt.Errorf("page descriptors: %w", err)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"pagepipe/codec"
@@ -30,10 +32,27 @@ type dumpJob struct {
 	codec *codec.Codec // nil: pages stored raw
 	meta  *sink.Meta   // everything in a kdump file besides the pages
 
-	stats pipeline.Stats
+	stats    pipeline.Stats
+	levelIdx int // which level of -d's list is being tried
 }
 
+// run makes the dump at the first dump level of -d's list; when the disk
+// fills up or -L is reached and more levels are listed, it starts over at
+// the next one, as makedumpfile does.
 func (j *dumpJob) run(ctx context.Context) error {
+	for i := range j.opts.levels {
+		j.levelIdx = i
+		err := j.runLevel(ctx)
+		if err == nil || !errors.Is(err, errNoSpace) || i+1 == len(j.opts.levels) || j.opts.flatten {
+			return err
+		}
+		os.Remove(j.out)
+		j.con.msg("Retry to create a dumpfile by dump_level(%d).\n", j.opts.levels[i+1])
+	}
+	return nil
+}
+
+func (j *dumpJob) runLevel(ctx context.Context) error {
 	if err := j.prepare(ctx); err != nil {
 		return err
 	}
@@ -45,6 +64,24 @@ func (j *dumpJob) run(ctx context.Context) error {
 		return j.writeSplit(ctx, j.opts.args[1:])
 	}
 	return j.writeKdump(ctx)
+}
+
+// errNoSpace is a dump cut short by a full disk or by -L: retried at the
+// next dump level of the list, if any.
+var errNoSpace = errors.New("no space for the dump")
+
+// errIncomplete marks a dump that was finished early but left valid.
+var errIncomplete = errors.New("incomplete dump")
+
+// incomplete classifies why a dump stopped, for the retry and the messages.
+func (j *dumpJob) incomplete(err error) error {
+	switch {
+	case errors.Is(err, sink.ErrSizeLimit):
+		return fmt.Errorf("%w: %w: can't write the dump file(%s): size limit(%d) reached", errIncomplete, errNoSpace, j.out, j.opts.sizeLimit)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: %w: can't write the dump file(%s): %v", errIncomplete, errNoSpace, j.out, err)
+	}
+	return fmt.Errorf("%w: %v", errIncomplete, err)
 }
 
 // prepare opens the input and runs the filter pass: after it, the plan says
@@ -62,7 +99,7 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	}()
 	j.mem = v
 
-	level := o.levels[0]
+	level := o.levels[j.levelIdx]
 	input, isDump := v.(*source.Dump)
 	if isDump {
 		// Refiltering: what the dump left out stays out.
@@ -156,6 +193,8 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 }
 
 // writeKdump writes the kdump-compressed file (or its flattened stream).
+// A dump that cannot finish (disk full, -L, a signal) is left valid and
+// marked incomplete; a flattened stream just gets no end marker.
 func (j *dumpJob) writeKdump(ctx context.Context) error {
 	out, finish, err := j.output()
 	if err != nil {
@@ -163,19 +202,40 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 	}
 	k, err := sink.NewKdump(out, j.meta)
 	if err != nil {
-		return fmt.Errorf("%s: %w", j.out, err)
+		return j.stop(k, finish, fmt.Errorf("%s: %w", j.out, err))
 	}
 	if err := j.copyPass(ctx, k); err != nil {
-		return err
+		if ctx.Err() != nil {
+			err = context.Cause(ctx) // the signal that stopped us
+		}
+		return j.stop(k, finish, err)
 	}
 	if err := k.Close(); err != nil {
-		return fmt.Errorf("%s: %w", j.out, err)
+		return j.stop(k, finish, fmt.Errorf("%s: %w", j.out, err))
 	}
 	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
 	j.con.printReport(j.plan, j.stats, k.Written())
 	return nil
+}
+
+// stop ends a dump that failed on its way: a file is marked incomplete
+// (when its header got written), a flattened stream is left without its end
+// marker.
+func (j *dumpJob) stop(k *sink.Kdump, finish func() error, err error) error {
+	if k == nil || j.opts.flatten || j.opts.dryRun {
+		if !j.opts.flatten {
+			finish()
+		}
+		return err
+	}
+	if aerr := k.Abort(); aerr != nil {
+		finish()
+		return fmt.Errorf("%w (and %v)", err, aerr)
+	}
+	finish()
+	return j.incomplete(err)
 }
 
 // output opens where the dump goes: the dump file, or with -F a flattened
@@ -194,6 +254,9 @@ func (j *dumpJob) output() (out sink.Output, finish func() error, err error) {
 	f, err := createOutput(j.out, j.opts.force)
 	if err != nil {
 		return nil, nil, err
+	}
+	if j.opts.sizeLimit > 0 {
+		return sink.Limit{Output: f, Max: j.opts.sizeLimit}, f.Close, nil
 	}
 	return f, f.Close, nil
 }

@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 
 	"golang.org/x/term"
 )
@@ -129,7 +131,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		job.out = o.args[1]
 	}
-	if err := job.run(context.Background()); err != nil {
+	ctx, stop := stopOnSignals(c)
+	defer stop()
+	if err := job.run(ctx); err != nil {
 		return fail(c, err)
 	}
 	if o.cpus != "" {
@@ -142,6 +146,35 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.msg("\npagepipe Completed.\n")
 	return exitOK
+}
+
+// stopOnSignals returns a context cancelled by the first SIGINT, SIGTERM
+// or SIGHUP, so the dump is finished valid and marked incomplete; a second
+// signal exits at once.
+func stopOnSignals(c *console) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			c.errorf("pagepipe: %v: stopping (a second signal exits at once)\n", s)
+			cancel(fmt.Errorf("interrupted by %v", s))
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			os.Exit(exitFailed)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
 }
 
 // noteNoops says at debug level which makedumpfile options pagepipe
@@ -173,6 +206,9 @@ func joinNames(names []string) string {
 // exit code: 2 when the -i file is for another kernel, else 1.
 func fail(c *console, err error) int {
 	c.errorf("pagepipe: %s\n", oneLine(err))
+	if errors.Is(err, errIncomplete) {
+		c.msg("This is an incomplete dumpfile, but might analyzable.\n") // makedumpfile's words
+	}
 	c.msg("\npagepipe Failed.\n")
 	if errors.Is(err, errWrongRelease) {
 		return exitWrongRelease

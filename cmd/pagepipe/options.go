@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -41,6 +42,7 @@ type options struct {
 	showStats      bool
 	dryRun         bool
 	cpus           string
+	sizeLimit      int64    // -L, bytes
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
@@ -125,6 +127,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
 	// them (said so at debug level).
@@ -179,6 +182,11 @@ func parseOptions(args []string) (*options, error) {
 	if o.levels, err = filter.ParseLevels(fs.Lookup("dump-level").Value.String()); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if v := fs.Lookup("size-limit").Value.String(); v != "" {
+		if o.sizeLimit, err = memparse(v); err != nil {
+			return nil, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
+		}
+	}
 	if len(o.unsupported) > 0 {
 		return nil, fmt.Errorf("%w: pagepipe does not support %s", errUsage, strings.Join(o.unsupported, ", "))
 	}
@@ -206,6 +214,28 @@ func parseOptions(args []string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// memparse reads a size with an optional K, M or G suffix (powers of 1024),
+// as makedumpfile's -L takes it.
+func memparse(s string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	}
+	if mult != 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, errors.New("not a size")
+	}
+	return n * mult, nil
 }
 
 // expandPrefixes rewrites --abbrev[=v] to the one long option it is a

@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"pagepipe/kdumpfmt"
+)
+
+// ErrSizeLimit is returned by a Limit output when a write would pass -L.
+var ErrSizeLimit = errors.New("size limit reached")
+
+// Limit is an Output that refuses to grow the file past Max bytes (-L
+// SIZE), as a full disk would.
+type Limit struct {
+	Output
+	Max int64
+}
+
+// WriteAt writes p unless its end would pass Max.
+func (l Limit) WriteAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > l.Max {
+		return 0, ErrSizeLimit
+	}
+	return l.Output.WriteAt(p, off)
+}
+
+// Abort finishes a dump that cannot be completed (disk full, -L, a
+// signal) so that it stays valid and every reader can open it:
+//
+//   - the descriptors written so far all describe data that landed (they
+//     are flushed only after their data); of the buffered ones, those whose
+//     data landed are written, where the disk still allows;
+//   - every later page is taken out of the 2nd bitmap, so readers see it as
+//     not dumped (libkdumpfile rejects a zeroed descriptor as corrupt,
+//     where crash would report it lost); its descriptor, if any, is zeroed;
+//   - the header gets DUMP_DH_COMPRESSED_INCOMPLETE.
+//
+// The bitmap and header were written first, so rewriting them needs no new
+// space. Abort returns the first error that stops it.
+func (k *Kdump) Abort() error {
+	landed := k.dataNext // data before this offset is on disk
+	keep := 0
+	for ; keep+kdumpfmt.PageDescSize <= len(k.descs); keep += kdumpfmt.PageDescSize {
+		d := kdumpfmt.UnmarshalPageDesc(k.descs[keep:])
+		if uint64(d.Offset)+uint64(d.Size) > landed {
+			break
+		}
+	}
+	clear(k.descs[keep:])
+	onDisk := (k.descNext - k.layout.Descs) / kdumpfmt.PageDescSize
+	if keep > 0 && k.writeAt(k.descs[:keep], k.descNext) == nil {
+		onDisk += uint64(keep / kdumpfmt.PageDescSize)
+	}
+	// Best effort: zero the rest of the buffered descriptors (a hole reads
+	// as zero anyway).
+	_ = k.writeAt(k.descs[keep:], k.descNext+uint64(keep))
+	k.descs, k.data = k.descs[:0], k.data[:0]
+
+	if err := k.cutDumpable(onDisk); err != nil {
+		return err
+	}
+	return k.markIncomplete()
+}
+
+// cutDumpable rewrites the 2nd bitmap keeping only the first n dumped pfns.
+func (k *Kdump) cutDumpable(n uint64) error {
+	m := k.meta.Dumpable.Clone()
+	pfn := m.NextSet(0)
+	for i := uint64(0); i < n && pfn < m.Len(); i++ {
+		pfn = m.NextSet(pfn + 1)
+	}
+	m.ClearRange(pfn, m.Len())
+	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
+		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
+	}
+	return nil
+}
+
+// markIncomplete sets the INCOMPLETE status bit in the header on disk
+// (block 0 was written first, so this needs no new space).
+func (k *Kdump) markIncomplete() error {
+	k.status |= kdumpfmt.StatusIncomplete
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], k.status)
+	if _, err := k.out.WriteAt(b[:], statusOffset); err != nil {
+		return fmt.Errorf("mark the dump incomplete: %w", err)
+	}
+	return nil
+}
+
+// statusOffset is disk_dump_header.status.
+const statusOffset = 424

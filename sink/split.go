@@ -1,0 +1,174 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+
+	"pagepipe/bitmap"
+)
+
+// SplitBounds chooses the pfn ranges of an n-way split dump (--split), as
+// makedumpfile does: the pfns are cut into splitblocks of blockPfns pfns
+// (aligned at multiples of blockPfns), and each file but the last takes
+// whole splitblocks until it holds at least num_dumpable/n dumpable pages;
+// the last file takes the rest, up to maxMapnr. File i holds the pfns
+// [b[i], b[i+1]) of the returned n+1 boundaries. A file can be empty (when
+// the splitblocks before it already hold everything): it still gets the
+// headers and bitmaps.
+func SplitBounds(dumpable *bitmap.Bitmap, maxMapnr, blockPfns uint64, n int) ([]uint64, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("split into %d files", n)
+	}
+	if blockPfns == 0 {
+		return nil, errors.New("split: splitblock of 0 pages")
+	}
+	per := dumpable.Count(0, maxMapnr) / uint64(n)
+	b := make([]uint64, n+1)
+	end := uint64(0)
+	for i := 1; i < n; i++ {
+		for got := uint64(0); end < maxMapnr && got < per; {
+			next := min((end/blockPfns+1)*blockPfns, maxMapnr)
+			got += dumpable.Count(end, next)
+			end = next
+		}
+		b[i] = end
+	}
+	b[n] = maxMapnr
+	return b, nil
+}
+
+// PartError is an error writing split file Part (0-based).
+type PartError struct {
+	Part int
+	Err  error
+}
+
+func (e *PartError) Error() string { return fmt.Sprintf("split file %d: %v", e.Part+1, e.Err) }
+func (e *PartError) Unwrap() error { return e.Err }
+
+// Split writes one dump over several kdump files (--split): it takes the
+// ordered page stream of the whole dump, as the pipeline produces it, and
+// hands each part's pages to that part's Kdump writer, moving on to the
+// next file where the pfn range ends. So one parallel copy pass writes
+// every part. Each part is a Kdump with Meta.Split set: the same main
+// header, the whole machine's bitmaps, the descriptor area reserved for
+// every dumpable page of the dump, its own zero page, and only its own
+// descriptors and data. A part is opened (its headers written) when the
+// stream reaches it, so only one part's buffers are alive at a time.
+type Split struct {
+	outs    []Output
+	meta    *Meta
+	bounds  []uint64
+	counts  []uint64 // dumpable pages of each part
+	cur     int      // the part being written
+	k       *Kdump   // its writer; nil before the first part is opened
+	left    uint64   // pages part cur still takes
+	written uint64   // bytes written to the parts already closed
+}
+
+// NewSplit starts a split dump over outs, part i holding the pfns
+// [bounds[i], bounds[i+1]) (see SplitBounds); m describes the whole dump.
+func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
+	if len(outs) == 0 || len(bounds) != len(outs)+1 || bounds[0] != 0 || bounds[len(outs)] != m.MaxMapnr {
+		return nil, fmt.Errorf("split: %d boundaries for %d files of %d pfns", len(bounds), len(outs), m.MaxMapnr)
+	}
+	s := &Split{outs: outs, meta: m, bounds: bounds, counts: make([]uint64, len(outs))}
+	var total uint64
+	for i := range outs {
+		if bounds[i] > bounds[i+1] {
+			return nil, fmt.Errorf("split: file %d ends at pfn %d before it starts at %d", i+1, bounds[i+1], bounds[i])
+		}
+		s.counts[i] = m.Dumpable.Count(bounds[i], bounds[i+1])
+		total += s.counts[i]
+	}
+	if total != m.NumDumpable {
+		return nil, fmt.Errorf("split: the bitmap holds %d dumpable pages, the dump %d", total, m.NumDumpable)
+	}
+	if err := s.next(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Bounds returns the parts' pfn boundaries.
+func (s *Split) Bounds() []uint64 { return s.bounds }
+
+// Written returns the bytes written to all parts so far.
+func (s *Split) Written() uint64 {
+	if s.k != nil {
+		return s.written + s.k.Written()
+	}
+	return s.written
+}
+
+// next closes the part being written, if any, and opens the next one.
+func (s *Split) next() error {
+	if s.k != nil {
+		if err := s.k.Close(); err != nil {
+			return &PartError{s.cur, err}
+		}
+		s.written += s.k.Written()
+		s.k = nil
+		s.cur++
+	}
+	if s.cur == len(s.outs) {
+		return nil
+	}
+	m := *s.meta
+	m.Split = &SplitRange{Start: s.bounds[s.cur], End: s.bounds[s.cur+1]}
+	k, err := NewKdump(s.outs[s.cur], &m)
+	if err != nil {
+		return &PartError{s.cur, err}
+	}
+	s.k, s.left = k, s.counts[s.cur]
+	return nil
+}
+
+// WritePages takes the next pages of the whole dump's stream (see
+// Kdump.WritePages) and writes each to its part.
+func (s *Split) WritePages(pages []Page, data []byte) error {
+	for len(pages) > 0 {
+		for s.left == 0 {
+			if s.cur == len(s.outs)-1 {
+				return fmt.Errorf("split: %d pages more than the bitmap holds", len(pages))
+			}
+			if err := s.next(); err != nil {
+				return err
+			}
+		}
+		n := min(uint64(len(pages)), s.left)
+		size := 0
+		for _, p := range pages[:n] {
+			if !p.Zero {
+				size += int(p.Size)
+			}
+		}
+		if size > len(data) {
+			return fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, len(data))
+		}
+		if err := s.k.WritePages(pages[:n], data[:size]); err != nil {
+			return &PartError{s.cur, err}
+		}
+		pages, data = pages[n:], data[size:]
+		s.left -= n
+	}
+	return nil
+}
+
+// Close finishes the part being written and writes the headers of the
+// parts after it that hold no pages. It fails if the stream ended before
+// every dumpable page was written.
+func (s *Split) Close() error {
+	if s.left != 0 {
+		return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left)}
+	}
+	for s.cur < len(s.outs) {
+		if err := s.next(); err != nil {
+			return err
+		}
+		if s.left != 0 {
+			return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left)}
+		}
+	}
+	return nil
+}
