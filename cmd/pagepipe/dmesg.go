@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"pagepipe/kernel"
@@ -19,9 +20,14 @@ import (
 // corrupted part way is the exception: the records before the damage are
 // written, since they are often what explains the crash, and the run still
 // fails.
-func dumpDmesg(o *options, c *console) error {
-	vmcore, logfile := o.args[0], o.args[1]
-	if !o.force {
+//
+// With -F the log goes to stdout (SUSE's kdump saves it that way).
+func dumpDmesg(o *options, c *console, stdout io.Writer) error {
+	vmcore, logfile := o.args[0], ""
+	if !o.flatten {
+		logfile = o.args[1]
+	}
+	if !o.flatten && !o.force {
 		if _, err := os.Lstat(logfile); err == nil {
 			return fmt.Errorf("can't open the log file(%s): file exists (use -f to overwrite)", logfile)
 		}
@@ -31,6 +37,7 @@ func dumpDmesg(o *options, c *console) error {
 		return fmt.Errorf("open vmcore: %w", err)
 	}
 	defer v.Close()
+	printVMCOREINFO(c, v)
 	vi, err := loadVMCOREINFO(v, o.vmcoreinfo)
 	if err != nil {
 		return err
@@ -47,6 +54,12 @@ func dumpDmesg(o *options, c *console) error {
 		return readErr
 	}
 	c.debug("dmesg: %d records\n", len(recs))
+	if o.flatten {
+		if err := kernel.FormatLog(stdout, recs, kernel.FormatOptions{}); err != nil {
+			return fmt.Errorf("write the log to stdout: %w", err)
+		}
+		return readErr
+	}
 	if err := writeLog(logfile, o.force, recs); err != nil {
 		return err
 	}

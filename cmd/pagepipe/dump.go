@@ -106,6 +106,7 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 		level |= filter.Level(input.Sub.DumpLevel)
 	}
 	j.level = level
+	printVMCOREINFO(j.con, v)
 	if j.vi, err = loadVMCOREINFO(v, o.vmcoreinfo); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
@@ -75,6 +76,24 @@ func loadVMCOREINFO(v source.Memory, file string) (*kernel.VMCOREINFO, error) {
 		return nil, fmt.Errorf("%w: %s is for %s, the dump is %s", errWrongRelease, file, fromFile.OSRelease(), vi.OSRelease())
 	}
 	return vi, nil
+}
+
+// printVMCOREINFO prints the VMCOREINFO lines at debug level (message
+// level bit 8) as makedumpfile does: SUSE's kdump reads OSRELEASE= and
+// CRASHTIME= from these lines.
+func printVMCOREINFO(c *console, m source.Memory) {
+	notes, _, off, size := m.Notes()
+	if size == 0 {
+		return
+	}
+	c.debug("VMCOREINFO   :\n")
+	for _, line := range strings.Split(strings.TrimRight(string(notes[off:off+size]), "\x00\n"), "\n") {
+		c.debug("  %s\n", line)
+		if v, ok := strings.CutPrefix(line, "PAGESIZE="); ok {
+			c.debug("page_size    : %s\n", v)
+		}
+	}
+	c.debug("\n")
 }
 
 // errWrongRelease: the -i file does not belong to the dumped kernel.

@@ -72,6 +72,8 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	want, what := 2, "VMCORE and DUMPFILE"
 	switch {
+	case o.flatten && o.dumpDmesg:
+		want, what = 1, "VMCORE (-F --dump-dmesg writes the log to stdout)"
 	case o.flatten:
 		want, what = 1, "VMCORE (-F writes to stdout)"
 	case o.rearrange:
@@ -111,10 +113,14 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if o.dumpDmesg {
-		if err := dumpDmesg(o, c); err != nil {
+		if err := dumpDmesg(o, c, stdout); err != nil {
 			return fail(c, err)
 		}
-		c.msg("\nThe dmesg log is saved to %s.\n", o.args[1])
+		logfile := "STDOUT"
+		if !o.flatten {
+			logfile = o.args[1]
+		}
+		c.msg("\nThe dmesg log is saved to %s.\n", logfile)
 		c.msg("\npagepipe Completed.\n")
 		return exitOK
 	}
