@@ -60,8 +60,15 @@ fuzz:
 		done; \
 	done
 
+# The static binary and the man page; MAKEDUMPFILE_LINK=1 also installs
+# pagepipe as makedumpfile (docs/kdump.md).
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/pagepipe
+	install -D -m 0644 docs/pagepipe.8 $(DESTDIR)$(PREFIX)/share/man/man8/pagepipe.8
+	@if [ "$(MAKEDUMPFILE_LINK)" = 1 ]; then \
+		ln -sf pagepipe $(DESTDIR)$(PREFIX)/bin/makedumpfile; \
+		echo "installed $(DESTDIR)$(PREFIX)/bin/makedumpfile -> pagepipe"; \
+	fi
 
 clean:
 	rm -rf bin
