@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -23,7 +24,14 @@ import (
 
 const version = "0.1.0"
 
+// progName ends the final message line ("makedumpfile Completed." when
+// pagepipe is installed as makedumpfile, as scripts may look for it).
+var progName = "pagepipe"
+
 func main() {
+	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
+		progName = name
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -100,7 +108,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
-		c.msg("\npagepipe Completed.\n")
+		c.msg("\n%s Completed.\n", progName)
 		return exitOK
 	}
 	if o.reassemble {
@@ -109,7 +117,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", out)
-		c.msg("\npagepipe Completed.\n")
+		c.msg("\n%s Completed.\n", progName)
 		return exitOK
 	}
 	if o.dumpDmesg {
@@ -121,7 +129,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			logfile = o.args[1]
 		}
 		c.msg("\nThe dmesg log is saved to %s.\n", logfile)
-		c.msg("\npagepipe Completed.\n")
+		c.msg("\n%s Completed.\n", progName)
 		return exitOK
 	}
 	if o.cpuprofile != "" {
@@ -150,7 +158,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		c.msg("\nThe dumpfile is saved to %s.\n", job.out)
 	}
-	c.msg("\npagepipe Completed.\n")
+	c.msg("\n%s Completed.\n", progName)
 	return exitOK
 }
 
@@ -215,7 +223,7 @@ func fail(c *console, err error) int {
 	if errors.Is(err, errIncomplete) {
 		c.msg("This is an incomplete dumpfile, but might analyzable.\n") // makedumpfile's words
 	}
-	c.msg("\npagepipe Failed.\n")
+	c.msg("\n%s Failed.\n", progName)
 	if errors.Is(err, errWrongRelease) {
 		return exitWrongRelease
 	}
