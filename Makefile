@@ -7,7 +7,7 @@ DEMO_MIB ?= 512
 
 FUZZTIME ?= 20s
 
-.PHONY: build test demo bench bench-compare bench-filter install deps fixtures lint fuzz clean
+.PHONY: build test demo bench bench-compare bench-filter bench-rss install deps fixtures lint fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/pagepipe
@@ -47,6 +47,10 @@ bench-compare: build deps
 # The page scan on a generated 64 GiB machine against makedumpfile's.
 bench-filter: build deps
 	bench/filter64.sh 5
+
+# Peak RSS on a 1 GiB and a 64 GiB generated machine.
+bench-rss: build
+	bench/rss.sh
 
 fixtures:
 	fixtures/make-vmcore.sh
