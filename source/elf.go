@@ -37,16 +37,23 @@ const (
 )
 
 // Load is one PT_LOAD: physical memory [Paddr, Paddr+MemSize), of which the
-// first FileSize bytes are in the file at Offset.
+// first FileSize bytes are in the file at Offset. Flags and Align are
+// p_flags and p_align, which an ELF dump keeps.
 type Load struct {
 	Paddr, Vaddr      uint64
 	Offset            uint64
 	FileSize, MemSize uint64
+	Flags             uint32
+	Align             uint64
 }
 
 // Info is what pagepipe needs from the ELF headers and notes.
 type Info struct {
-	Loads []Load
+	// Ehdr is the ELF header as read and NotePhdr the first PT_NOTE's
+	// program header (zero when there is none): an ELF dump copies them.
+	Ehdr     [elfHeaderSize]byte
+	NotePhdr [phdrSize]byte
+	Loads    []Load
 	// Notes is the concatenated contents of every PT_NOTE, copied verbatim
 	// into the dump; NoteOffset is the file offset of the first PT_NOTE.
 	Notes      []byte
@@ -117,7 +124,7 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		return nil, fmt.Errorf("read program headers: %w", err)
 	}
 
-	in := &Info{}
+	in := &Info{Ehdr: eh}
 	var noteSegs [][2]uint64
 	for i := uint64(0); i < phnum; i++ {
 		p := ph[i*phdrSize:]
@@ -129,6 +136,9 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		}
 		switch typ {
 		case ptNote:
+			if len(noteSegs) == 0 {
+				copy(in.NotePhdr[:], p[:phdrSize])
+			}
 			noteSegs = append(noteSegs, [2]uint64{off, filesz})
 		case ptLoad:
 			if paddr == ^uint64(0) {
@@ -140,7 +150,8 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			if paddr+memsz < paddr || paddr+memsz > 1<<52 {
 				return nil, fmt.Errorf("program header %d: physical range [%#x, +%#x) beyond 52 bits", i, paddr, memsz)
 			}
-			in.Loads = append(in.Loads, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz})
+			in.Loads = append(in.Loads, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz,
+				Flags: le.Uint32(p[4:]), Align: le.Uint64(p[48:])})
 			in.MaxMapnr = max(in.MaxMapnr, (paddr+memsz+PageSize-1)/PageSize)
 		}
 	}

@@ -49,9 +49,28 @@ func TestParseELF(t *testing.T) {
 		{"pn-xnum", func(s *synth.Spec) { s.PNXnum = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := parse(smallVmcore(t, tc.mutate))
+			b := smallVmcore(t, tc.mutate)
+			in, err := parse(b)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// What an ELF dump copies: the ELF header, the PT_NOTE header,
+			// p_flags (RWX as kexec-tools writes, 0 as QEMU does).
+			if !bytes.Equal(in.Ehdr[:], b[:64]) {
+				t.Errorf("Ehdr = % x", in.Ehdr)
+			}
+			le := binary.LittleEndian
+			if le.Uint32(in.NotePhdr[0:]) != 4 || le.Uint64(in.NotePhdr[32:]) != uint64(len(in.Notes)) || le.Uint64(in.NotePhdr[8:]) != in.NoteOffset {
+				t.Errorf("NotePhdr = % x", in.NotePhdr)
+			}
+			wantFlags := uint32(7)
+			if tc.name == "qemu" {
+				wantFlags = 0
+			}
+			for _, l := range in.Loads {
+				if l.Flags != wantFlags || l.Align != 0 {
+					t.Errorf("load %+v: flags %d, align 0 expected", l, wantFlags)
+				}
 			}
 			if in.NrCPUs != 2 {
 				t.Errorf("NrCPUs = %d, want 2", in.NrCPUs)

@@ -208,6 +208,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.threads == 0 {
 		o.threads = runtime.GOMAXPROCS(0)
 	}
+	if err := checkELFOptions(o); err != nil {
+		return nil, err
+	}
 	if o.compress != 0 {
 		if _, err := codec.ByFlag(o.compress); err != nil {
 			return nil, err

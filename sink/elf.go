@@ -1,0 +1,412 @@
+package sink
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"pagepipe/bitmap"
+)
+
+// ELF dump (-E) geometry and makedumpfile's constants for it.
+const (
+	elfPageSize = 4096
+	ehdrSize    = 64
+	phdrSize    = 56
+	shdrSize    = 64
+	ptLoad      = 1
+	ptNote      = 4
+	pnXnum      = 0xffff
+
+	// ELFMinExcludedRun is the shortest run of excluded pages that an ELF
+	// dump leaves out of the file (makedumpfile's PFN_EXCLUDED). Shorter
+	// runs are written with their real contents: splitting a PT_LOAD
+	// costs a 56-byte program header, which is not worth it for less.
+	ELFMinExcludedRun = 256
+
+	// elfCacheSize is the size of makedumpfile's two write caches (the
+	// page size shifted by the default block order, 4): program headers and
+	// page data go out in pieces of exactly this size, so a flattened
+	// (-F) ELF stream has the same records as makedumpfile's.
+	elfCacheSize = elfPageSize << 4
+)
+
+// ELFSegment is one PT_LOAD of the input, as the layout walks it.
+type ELFSegment struct {
+	Paddr, Vaddr uint64
+	MemSize      uint64
+	Flags        uint32
+	Align        uint64
+}
+
+// ELFLoad is one PT_LOAD of the dump.
+type ELFLoad struct {
+	Paddr, Vaddr      uint64
+	Offset            uint64 // p_offset
+	FileSize, MemSize uint64
+	Flags             uint32
+	Align             uint64
+}
+
+// ELFLayout is where everything goes in an ELF dump:
+//
+//	0                      ELF header (the input's, e_phnum changed)
+//	64                     program headers: PT_NOTE, then the PT_LOADs
+//	64+56*PhNum            section header 0, only with extended numbering
+//	NoteOffset             the input's notes, not aligned
+//	DataOffset             each PT_LOAD's file bytes, in order, packed
+//
+// The PT_LOADs come from walking every input PT_LOAD page by page against
+// the 2nd bitmap (keep). A run of at least ELFMinExcludedRun excluded pages
+// followed by a kept page ends the current PT_LOAD: its p_memsz covers the
+// run, its p_filesz does not, and the next PT_LOAD starts at the kept page
+// (p_paddr and p_vaddr advanced by the p_memsz before). Shorter runs are
+// kept in the file. Excluded pages at the end of an input PT_LOAD only
+// count in p_memsz. A partial first page is always kept and a partial
+// last page counts with its real size. A PT_LOAD that ends in the middle of
+// an input segment without file bytes gets p_offset 0; the last one of a
+// segment gets the file cursor even when empty. This is makedumpfile's
+// layout, checked against makedumpfile 1.7.2's output.
+type ELFLayout struct {
+	Ehdr     [ehdrSize]byte // the dump's ELF header
+	NotePhdr [phdrSize]byte // the dump's PT_NOTE program header
+	// PhNum is the number of program headers: 1 + len(Loads). From
+	// PN_XNUM (0xffff) on, e_phnum is PN_XNUM and section header 0 holds
+	// the count (Xnum).
+	PhNum      uint64
+	Xnum       bool
+	NoteOffset uint64
+	NoteSize   uint64
+	DataOffset uint64
+	Loads      []ELFLoad
+	// ExcludedPages counts the pages that are only in p_memsz: those of
+	// runs that ended a PT_LOAD and those at the end of an input segment
+	// (makedumpfile's "Excluded pages in ELF format").
+	ExcludedPages uint64
+	// Size is the length of the file.
+	Size uint64
+}
+
+// NewELFLayout lays out an ELF dump of the input segments, keeping the pfns
+// set in keep (pfns past keep.Len() are excluded). ehdr is the input's ELF
+// header, notePhdr its PT_NOTE program header (all zero when it has none)
+// and noteSize the length of the notes the dump carries.
+//
+// Two corner cases that real vmcores never have are laid out sanely where
+// makedumpfile 1.7.2 does not: a segment that lies inside one page (its
+// partial "first page" is counted as reaching the page's end there), and a
+// PT_LOAD that starts at a segment's partial last page (counted as a whole
+// page there).
+func NewELFLayout(ehdr [ehdrSize]byte, notePhdr [phdrSize]byte, noteSize uint64, segs []ELFSegment, keep *bitmap.Bitmap) *ELFLayout {
+	l := &ELFLayout{NoteSize: noteSize}
+	type pending struct {
+		ELFLoad
+		last bool // the last PT_LOAD of its segment: keeps the cursor when empty
+	}
+	var loads []pending
+	for _, s := range segs {
+		excluded := walkSegment(s, keep, func(ld ELFLoad, last bool) {
+			loads = append(loads, pending{ld, last})
+		})
+		l.ExcludedPages += excluded
+	}
+
+	l.PhNum = 1 + uint64(len(loads))
+	l.Xnum = l.PhNum >= pnXnum
+	l.NoteOffset = ehdrSize + phdrSize*l.PhNum
+	if l.Xnum {
+		l.NoteOffset += shdrSize
+	}
+	l.DataOffset = l.NoteOffset + noteSize
+	cursor := l.DataOffset
+	l.Loads = make([]ELFLoad, len(loads))
+	for i, p := range loads {
+		ld := p.ELFLoad
+		if ld.FileSize > 0 || p.last {
+			ld.Offset = cursor
+		}
+		cursor += ld.FileSize
+		l.Loads[i] = ld
+	}
+	l.Size = cursor
+
+	le := binary.LittleEndian
+	l.Ehdr = ehdr
+	le.PutUint64(l.Ehdr[32:], ehdrSize) // e_phoff
+	if l.Xnum {
+		le.PutUint64(l.Ehdr[40:], ehdrSize+phdrSize*l.PhNum) // e_shoff
+		le.PutUint16(l.Ehdr[56:], pnXnum)
+		le.PutUint16(l.Ehdr[58:], shdrSize)
+		le.PutUint16(l.Ehdr[60:], 1)
+		le.PutUint16(l.Ehdr[62:], 0)
+	} else {
+		// The input's section headers (QEMU's, or section 0 of an input
+		// with extended numbering) are not in the dump. (makedumpfile
+		// copies e_shoff and e_shnum regardless.)
+		le.PutUint64(l.Ehdr[40:], 0)
+		le.PutUint16(l.Ehdr[56:], uint16(l.PhNum))
+		le.PutUint16(l.Ehdr[60:], 0)
+		le.PutUint16(l.Ehdr[62:], 0)
+	}
+
+	l.NotePhdr = notePhdr
+	if le.Uint32(notePhdr[0:]) != ptNote {
+		l.NotePhdr = [phdrSize]byte{}
+		le.PutUint32(l.NotePhdr[0:], ptNote)
+	}
+	// p_memsz keeps whatever the input had beyond its p_filesz.
+	memsz := noteSize
+	if m, f := le.Uint64(l.NotePhdr[40:]), le.Uint64(l.NotePhdr[32:]); m > f {
+		memsz += m - f
+	}
+	le.PutUint64(l.NotePhdr[8:], l.NoteOffset)
+	le.PutUint64(l.NotePhdr[32:], noteSize)
+	le.PutUint64(l.NotePhdr[40:], memsz)
+	return l
+}
+
+// walkSegment cuts one input segment into PT_LOADs (without p_offset) and
+// returns how many of its pages are only in p_memsz.
+func walkSegment(s ELFSegment, keep *bitmap.Bitmap, emit func(ld ELFLoad, last bool)) (excluded uint64) {
+	const ps = elfPageSize
+	start, end := s.Paddr, s.Paddr+s.MemSize
+	cur := ELFLoad{Paddr: start, Vaddr: s.Vaddr, Flags: s.Flags, Align: s.Align}
+	pfn, endPfn := start/ps, (end+ps-1)/ps
+	if head := start % ps; head != 0 {
+		// The partial first page is written whatever the bitmap says.
+		n := min(ps-head, s.MemSize)
+		cur.MemSize, cur.FileSize = n, n
+		pfn++
+	}
+	// span is the length of pages [lo, hi) inside the segment (lo is past
+	// any partial first page).
+	span := func(lo, hi uint64) uint64 { return min(hi*ps, end) - lo*ps }
+	var run uint64 // excluded pages since the last kept one
+	for pfn < endPfn {
+		next := endPfn
+		if n := keep.NextSet(pfn); n < keep.Len() {
+			next = min(n, endPfn)
+		}
+		if next > pfn {
+			run += next - pfn
+			cur.MemSize += span(pfn, next)
+			pfn = next
+			if pfn == endPfn {
+				break
+			}
+		}
+		if run >= ELFMinExcludedRun {
+			emit(cur, false)
+			excluded += run
+			cur = ELFLoad{Paddr: cur.Paddr + cur.MemSize, Vaddr: cur.Vaddr + cur.MemSize, Flags: s.Flags, Align: s.Align}
+		} else if run > 0 {
+			cur.FileSize += run * ps // kept with their contents
+		}
+		run = 0
+		// The run of kept pages from pfn on.
+		hi := pfn + 1
+		for hi < endPfn && keep.Test(hi) {
+			hi++
+		}
+		n := span(pfn, hi)
+		cur.MemSize += n
+		cur.FileSize += n
+		pfn = hi
+	}
+	emit(cur, true)
+	return excluded + run
+}
+
+// ELFPageRun is Pages pages from Pfn on: one PT_LOAD's file bytes, once
+// clipped to its p_paddr and p_filesz.
+type ELFPageRun struct{ Pfn, Pages uint64 }
+
+// PageRuns lists, in file order, the pages the data area is made of: one run
+// per PT_LOAD with file bytes. The ELF writer takes exactly these pages, in
+// this order. A pfn appears once per PT_LOAD that holds it: pages that two
+// input segments both map (the kernel-text alias of RAM) are written twice,
+// as makedumpfile does.
+func (l *ELFLayout) PageRuns() []ELFPageRun {
+	var runs []ELFPageRun
+	for _, ld := range l.Loads {
+		if ld.FileSize == 0 {
+			continue
+		}
+		first := ld.Paddr / elfPageSize
+		last := (ld.Paddr + ld.FileSize - 1) / elfPageSize
+		runs = append(runs, ELFPageRun{Pfn: first, Pages: last - first + 1})
+	}
+	return runs
+}
+
+// phdr encodes load i's program header.
+func (l *ELFLayout) phdr(i int) []byte {
+	ld := l.Loads[i]
+	b := make([]byte, phdrSize)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], ptLoad)
+	le.PutUint32(b[4:], ld.Flags)
+	le.PutUint64(b[8:], ld.Offset)
+	le.PutUint64(b[16:], ld.Vaddr)
+	le.PutUint64(b[24:], ld.Paddr)
+	le.PutUint64(b[32:], ld.FileSize)
+	le.PutUint64(b[40:], ld.MemSize)
+	le.PutUint64(b[48:], ld.Align)
+	return b
+}
+
+// ELF writes an ELF dump laid out by an ELFLayout. NewELF writes the
+// headers and notes; WritePages takes the pages of PageRuns in order, raw
+// (as the pipeline hands them over with no codec); Close writes the program
+// headers and the rest.
+//
+// The writes come in makedumpfile's order and sizes: the program header
+// area reserved with zeros, section header 0 (extended numbering only), the
+// ELF header, the notes; then the page data and program headers through two
+// 64 KiB caches, each PT_LOAD's header before its data. A flattened stream
+// of the dump is therefore record for record makedumpfile's.
+type ELF struct {
+	out Output
+	l   *ELFLayout
+
+	hdr      []byte // program header cache
+	hdrNext  uint64 // file offset of hdr[0]
+	phdrs    int    // PT_LOAD headers cached so far
+	data     []byte // page data cache
+	dataNext uint64
+
+	load int    // the PT_LOAD whose bytes come next
+	done uint64 // bytes of it written
+
+	written uint64
+}
+
+// NewELF writes the headers and notes of l to out. notes must be
+// l.NoteSize bytes.
+func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
+	if uint64(len(notes)) != l.NoteSize {
+		return nil, fmt.Errorf("elf dump: %d bytes of notes, layout has %d", len(notes), l.NoteSize)
+	}
+	e := &ELF{
+		out: out, l: l,
+		hdr:      make([]byte, 0, elfCacheSize+phdrSize),
+		hdrNext:  ehdrSize,
+		data:     make([]byte, 0, elfCacheSize+elfPageSize),
+		dataNext: l.DataOffset,
+	}
+	phEnd := ehdrSize + phdrSize*l.PhNum
+	if err := e.writeAt(make([]byte, phEnd-ehdrSize), ehdrSize); err != nil {
+		return nil, err
+	}
+	if l.Xnum {
+		sh := make([]byte, shdrSize)
+		le := binary.LittleEndian
+		le.PutUint64(sh[32:], 1)               // sh_size: e_shnum
+		le.PutUint32(sh[44:], uint32(l.PhNum)) // sh_info: the real e_phnum
+		if err := e.writeAt(sh, phEnd); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.writeAt(l.Ehdr[:], 0); err != nil {
+		return nil, err
+	}
+	if err := e.writeAt(notes, l.NoteOffset); err != nil {
+		return nil, err
+	}
+	e.hdr = append(e.hdr, l.NotePhdr[:]...)
+	return e, nil
+}
+
+// Written returns the number of bytes written so far.
+func (e *ELF) Written() uint64 { return e.written }
+
+func (e *ELF) writeAt(p []byte, off uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := e.out.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
+	}
+	e.written += uint64(len(p))
+	return nil
+}
+
+// cache appends p to a cache and writes out each full elfCacheSize piece.
+func (e *ELF) cache(buf *[]byte, next *uint64, p []byte) error {
+	*buf = append(*buf, p...)
+	for len(*buf) >= elfCacheSize {
+		if err := e.writeAt((*buf)[:elfCacheSize], *next); err != nil {
+			return err
+		}
+		*next += elfCacheSize
+		*buf = (*buf)[:copy(*buf, (*buf)[elfCacheSize:])]
+	}
+	return nil
+}
+
+// cachePhdrs caches the program headers of the PT_LOADs before n.
+func (e *ELF) cachePhdrs(n int) error {
+	for ; e.phdrs < n; e.phdrs++ {
+		if err := e.cache(&e.hdr, &e.hdrNext, e.l.phdr(e.phdrs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WritePages takes the next pages of the data area, each raw and whole.
+func (e *ELF) WritePages(pages []Page, data []byte) error {
+	const ps = elfPageSize
+	for _, p := range pages {
+		if p.Zero || p.Flags != 0 || p.Size != ps || len(data) < ps {
+			return fmt.Errorf("elf dump: page of %d bytes (flags %#x, zero %v): want raw whole pages", p.Size, p.Flags, p.Zero)
+		}
+		page := data[:ps]
+		data = data[ps:]
+		for e.load < len(e.l.Loads) && e.done == e.l.Loads[e.load].FileSize {
+			e.load++
+			e.done = 0
+		}
+		if e.load == len(e.l.Loads) {
+			return fmt.Errorf("elf dump: more pages than the layout's %d bytes of data", e.l.Size-e.l.DataOffset)
+		}
+		ld := e.l.Loads[e.load]
+		if e.done == 0 {
+			if err := e.cachePhdrs(e.load + 1); err != nil {
+				return err
+			}
+			page = page[ld.Paddr%ps:] // a partial first page
+		}
+		page = page[:min(uint64(len(page)), ld.FileSize-e.done)]
+		if err := e.cache(&e.data, &e.dataNext, page); err != nil {
+			return err
+		}
+		e.done += uint64(len(page))
+	}
+	return nil
+}
+
+// Close writes the remaining program headers and data. It fails if the
+// pages did not fill the layout.
+func (e *ELF) Close() error {
+	for e.load < len(e.l.Loads) && e.done == e.l.Loads[e.load].FileSize {
+		e.load++
+		e.done = 0
+	}
+	if e.load != len(e.l.Loads) {
+		return fmt.Errorf("elf dump: PT_LOAD %d of %d got %d of its %d bytes", e.load+1, len(e.l.Loads), e.done, e.l.Loads[e.load].FileSize)
+	}
+	if err := e.cachePhdrs(len(e.l.Loads)); err != nil {
+		return err
+	}
+	if err := e.writeAt(e.hdr, e.hdrNext); err != nil {
+		return err
+	}
+	e.hdrNext += uint64(len(e.hdr))
+	e.hdr = e.hdr[:0]
+	if err := e.writeAt(e.data, e.dataNext); err != nil {
+		return err
+	}
+	e.dataNext += uint64(len(e.data))
+	e.data = e.data[:0]
+	return nil
+}
