@@ -90,9 +90,6 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 	return s, nil
 }
 
-// Bounds returns the parts' pfn boundaries.
-func (s *Split) Bounds() []uint64 { return s.bounds }
-
 // Written returns the bytes written to all parts so far.
 func (s *Split) Written() uint64 {
 	if s.k != nil {
