@@ -114,6 +114,14 @@ func readDump(f *os.File) (*Dump, error) {
 // Close closes the file.
 func (d *Dump) Close() error { return d.f.Close() }
 
+// rank is the number of dumped pfns below pfn.
+func (d *Dump) rank(pfn uint64) uint64 {
+	if pfn >= d.MaxMapnr {
+		return d.NumDumpable()
+	}
+	return d.ranks[pfn/rankStep] + d.Dumpable.Count(pfn/rankStep*rankStep, pfn)
+}
+
 // NumDumpable is the number of page descriptors.
 func (d *Dump) NumDumpable() uint64 {
 	return d.Dumpable.Count(0, d.MaxMapnr)
@@ -133,10 +141,16 @@ var ErrLost = errors.New("page lost: incomplete dump")
 
 // Desc returns the page descriptor of pfn.
 func (d *Dump) Desc(pfn uint64) (kdumpfmt.PageDesc, error) {
-	if !d.Dumpable.Test(pfn) {
+	start, end := uint64(0), d.MaxMapnr
+	if d.Sub.Split != 0 {
+		// A split part holds the descriptors of its own pfn range only,
+		// counted from its start (both bitmaps cover the whole machine).
+		start, end = d.Sub.StartPFN64, min(d.Sub.EndPFN64, d.MaxMapnr)
+	}
+	if pfn < start || pfn >= end || !d.Dumpable.Test(pfn) {
 		return kdumpfmt.PageDesc{}, ErrNotDumped
 	}
-	k := d.ranks[pfn/rankStep] + d.Dumpable.Count(pfn/rankStep*rankStep, pfn)
+	k := d.rank(pfn) - d.rank(start)
 	var b [kdumpfmt.PageDescSize]byte
 	off := d.descs + k*kdumpfmt.PageDescSize
 	if _, err := d.f.ReadAt(b[:], int64(off)); err != nil {
@@ -164,7 +178,12 @@ func (d *Dump) Pfns() uint64 { return d.MaxMapnr }
 // Bitmaps returns copies of the dump's bitmaps, cut at maxMapnr: a dump
 // being refiltered keeps out what it already left out.
 func (d *Dump) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
-	return d.Present.Cut(maxMapnr), d.Dumpable.Cut(maxMapnr)
+	present, dumpable = d.Present.Cut(maxMapnr), d.Dumpable.Cut(maxMapnr)
+	if d.Sub.Split != 0 { // a split part holds its own range only
+		dumpable.ClearRange(0, d.Sub.StartPFN64)
+		dumpable.ClearRange(d.Sub.EndPFN64, dumpable.Len())
+	}
+	return present, dumpable
 }
 
 // ReadPhys reads physical memory from the dumped pages; pages the dump

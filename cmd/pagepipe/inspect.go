@@ -61,7 +61,9 @@ func inspect(d *source.Dump, w io.Writer) error {
 	}
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		desc, err := d.Desc(pfn)
-		if err != nil {
+		if err == source.ErrNotDumped {
+			continue // another part's page, in a split file
+		} else if err != nil {
 			return err
 		}
 		switch desc.Offset {
