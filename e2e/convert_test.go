@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"testing"
 
 	"pagepipe/internal/fixture"
@@ -15,6 +16,11 @@ func TestRealRefilterDumpToHigherLevel(t *testing.T) {
 	direct := dump(t, "pagepipe", vmcore, "-c", "-d", "31")
 	refiltered := dump(t, "pagepipe", d1, "-c", "-d", "31")
 	equalFiles(t, refiltered, direct)
+
+	// A flattened dump is taken as input as well.
+	flat := filepath.Join(t.TempDir(), "d1.flat")
+	pipe(t, bin+" -F -c -d 1 "+vmcore+" > "+flat)
+	equalFiles(t, dump(t, "pagepipe", flat, "-c", "-d", "31"), direct)
 }
 
 // A dump captured fast with --lz4 (which no other reader knows) converts

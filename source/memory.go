@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -53,7 +54,52 @@ func OpenMemory(path string) (Memory, error) {
 	case bytes.HasPrefix(magic[:], []byte("KDUMP   ")) || bytes.HasPrefix(magic[:], []byte("DISKDUMP")):
 		return OpenDump(path)
 	case bytes.HasPrefix(magic[:], []byte("makedumpfile")):
-		return nil, fmt.Errorf("%s: a flattened dump: rebuild it with -R first", path)
+		return openFlattened(path)
 	}
 	return Open(path)
+}
+
+// openFlattened rebuilds a flattened dump into a temporary file (in
+// $TMPDIR) and opens that; the file goes when the dump is closed.
+func openFlattened(path string) (Memory, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp("", "pagepipe-rearranged-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
+	}
+	name := tmp.Name()
+	_, err = Rearrange(bufio.NewReaderSize(in, 1<<20), tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
+	}
+	d, err := OpenDump(name)
+	if err != nil {
+		os.Remove(name)
+		return nil, err
+	}
+	d.Path = path
+	return &rearranged{Dump: d, tmp: name}, nil
+}
+
+// rearranged is a dump rebuilt from a flattened stream into a temporary file.
+type rearranged struct {
+	*Dump
+	tmp string
+}
+
+// Unwrap returns the rebuilt dump.
+func (r *rearranged) Unwrap() *Dump { return r.Dump }
+
+func (r *rearranged) Close() error {
+	err := r.Dump.Close()
+	os.Remove(r.tmp)
+	return err
 }

@@ -100,7 +100,14 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	j.mem = v
 
 	level := o.levels[j.levelIdx]
-	input, isDump := v.(*source.Dump)
+	var input *source.Dump
+	switch m := v.(type) {
+	case *source.Dump:
+		input = m
+	case interface{ Unwrap() *source.Dump }:
+		input = m.Unwrap()
+	}
+	isDump := input != nil
 	if isDump {
 		// Refiltering: what the dump left out stays out.
 		level |= filter.Level(input.Sub.DumpLevel)
