@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(
 	makedumpfile crash python3-libkdumpfile python3-drgn
-	liblzo2-dev gcc
+	liblzo2-dev zlib1g-dev libsnappy-dev libzstd-dev gcc
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 )
 missing=()

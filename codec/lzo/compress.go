@@ -129,31 +129,40 @@ func putLongLength(dst []byte, op int, inst byte, rest int) int {
 // and the number of literals at the end of the block not yet written out.
 // carry literals before start are still pending from the previous block;
 // they are written out in front of this block's first literals.
+//
+// Positions are relative to start, as the dictionary holds them: the
+// search for a match, the hot loop, then needs neither start nor src.
 func (c *Compressor) compressBlock(dst []byte, op int, src []byte, start, end, carry int) (int, int) {
 	dict := &c.dict
-	limit := end - tailLen // no match starts at or after limit
-	anchor := start        // first byte not yet covered by a match
-	ip := start + 1
+	in := src[start:end]
+	limit := len(in) - tailLen // no match starts at or after limit
+	anchor := 0                // first byte not yet covered by a match
+	ip := 1
 	if carry < 4 {
 		ip += 4 - carry
 	}
 
-	for ip < limit {
-		seq := binary.LittleEndian.Uint32(src[ip:])
-		h := (seq * hashMul) >> (32 - dictBits) & (dictSize - 1)
-		cand := start + int(dict[h])
-		dict[h] = uint16(ip - start)
-		if binary.LittleEndian.Uint32(src[cand:]) != seq {
-			// No match: move on, faster and faster the longer
-			// the run of literals gets.
+	for {
+		var cand int
+		for {
+			if ip >= limit {
+				return op, len(in) - anchor + carry
+			}
+			seq := load32(in, ip)
+			h := (seq * hashMul) >> (32 - dictBits) // < dictSize
+			cand = int(dict[h])
+			dict[h] = uint16(ip)
+			if load32(in, cand) == seq {
+				break
+			}
+			// No match: move on, faster and faster the longer the
+			// run of literals gets.
 			ip += 1 + (ip-anchor)>>5
-			continue
 		}
 
 		// Write out the literals before the match.
-		lit := anchor - carry
-		carry = 0
-		if n := ip - lit; n > 0 {
+		if n := ip - anchor + carry; n > 0 {
+			lit := start + anchor - carry
 			op = putLiteralHeader(dst, op, n)
 			if n <= 16 && op+16 <= len(dst) {
 				// Short run: copy 16 bytes, keep n. The source
@@ -164,35 +173,52 @@ func (c *Compressor) compressBlock(dst []byte, op int, src []byte, start, end, c
 				binary.LittleEndian.PutUint64(d[8:], binary.LittleEndian.Uint64(s[8:]))
 				op += n
 			} else {
-				op += copy(dst[op:], src[lit:ip])
+				op += copy(dst[op:], src[lit:start+ip])
 			}
 		}
+		carry = 0
 
-		n := matchLen(src, ip, cand, limit)
+		// Most matches end within their first 12 bytes: find those
+		// here, and call matchLen only for longer ones.
+		var n int
+		if diff := load64(in, ip+4) ^ load64(in, cand+4); diff != 0 {
+			n = 4 + bits.TrailingZeros64(diff)>>3
+		} else {
+			n = matchLen(in, ip, cand, limit)
+		}
 		dist := ip - cand
 		ip += n
 		anchor = ip
-		op = putMatch(dst, op, n, dist)
+		if n <= m2MaxLen && dist <= m2MaxOff {
+			// The commonest form, written here: see putMatch.
+			dist--
+			d := dst[op : op+2]
+			d[0] = byte((n-1)<<5 | (dist&7)<<2)
+			d[1] = byte(dist >> 3)
+			op += 2
+		} else {
+			op = putMatch(dst, op, n, dist)
+		}
 	}
-	return op, end - anchor + carry
 }
 
-// matchLen returns the length of the match between src[a:] and src[b:]
-// (b < a), whose first 4 bytes are known to be equal. Like liblzo2, it
+// load32 and load64 read little-endian words at in[i:].
+func load32(in []byte, i int) uint32 { return binary.LittleEndian.Uint32(in[i : i+4]) }
+func load64(in []byte, i int) uint64 { return binary.LittleEndian.Uint64(in[i : i+8]) }
+
+// matchLen returns the length of the match between in[a:] and in[b:]
+// (b < a), whose first 12 bytes are known to be equal. Like liblzo2, it
 // compares 8 bytes at a time from a+4 on and stops counting once the next
 // 8 bytes would start at or after limit, which keeps every load within
 // tailLen bytes past limit. Long matches are compared 32 bytes a step
 // first; the result is the same.
-func matchLen(src []byte, a, b, limit int) int {
+func matchLen(in []byte, a, b, limit int) int {
 	le := binary.LittleEndian
-	if diff := le.Uint64(src[a+4:]) ^ le.Uint64(src[b+4:]); diff != 0 {
-		return 4 + bits.TrailingZeros64(diff)>>3
-	}
 	n := 4
 	for a+n+32 < limit {
 		// The words at n+8 .. n+32 all start before limit.
-		x := src[a+n+8 : a+n+40]
-		y := src[b+n+8 : b+n+40]
+		x := in[a+n+8 : a+n+40]
+		y := in[b+n+8 : b+n+40]
 		d0 := le.Uint64(x) ^ le.Uint64(y)
 		d1 := le.Uint64(x[8:]) ^ le.Uint64(y[8:])
 		d2 := le.Uint64(x[16:]) ^ le.Uint64(y[16:])
@@ -207,7 +233,7 @@ func matchLen(src []byte, a, b, limit int) int {
 		if a+n >= limit {
 			return n
 		}
-		if diff := le.Uint64(src[a+n:]) ^ le.Uint64(src[b+n:]); diff != 0 {
+		if diff := le.Uint64(in[a+n:]) ^ le.Uint64(in[b+n:]); diff != 0 {
 			return n + bits.TrailingZeros64(diff)>>3
 		}
 	}

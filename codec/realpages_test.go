@@ -1,0 +1,203 @@
+package codec_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/internal/fixture"
+	"pagepipe/kernel"
+	"pagepipe/source"
+)
+
+// realSampleSize is how many pages the real-page benchmarks and tests
+// compress: 16 MiB.
+const realSampleSize = 4096
+
+// realSample is a deterministic sample of the pages makedumpfile -d 31
+// compresses in the real fixture: the dumpable pages at dump level 31 that
+// are not all zero (zero pages share one raw descriptor and are never
+// compressed), taken evenly over pfn order.
+type realSample struct {
+	pages    [][]byte // source.PageSize bytes each, in pfn order
+	dumpable uint64   // pages dump level 31 keeps, zero pages included
+	nonZero  uint64   // of those, the ones not all zero: what is compressed
+}
+
+var (
+	realMu  sync.Mutex
+	realSet *realSample
+)
+
+// realPages returns the sample of the real fixture, made once per test
+// binary. Making the fixture, if it is not cached, takes about half a
+// minute.
+func realPages(tb testing.TB) *realSample {
+	tb.Helper()
+	realMu.Lock()
+	defer realMu.Unlock()
+	if realSet == nil {
+		paths := fixture.Real(tb, fixture.Options{})
+		s, err := sampleVmcore(paths.Vmcore, realSampleSize)
+		if err != nil {
+			tb.Fatalf("sample %s: %v", paths.Vmcore, err)
+		}
+		realSet = s
+	}
+	return realSet
+}
+
+// sampleVmcore takes n pages from the vmcore at path, as realSample
+// describes.
+func sampleVmcore(path string, n int) (*realSample, error) {
+	v, err := source.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
+	if err != nil {
+		return nil, err
+	}
+	k, err := filter.OpenKernel(vi, v, v.Pfns())
+	if err != nil {
+		return nil, err
+	}
+	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1)
+	if err != nil {
+		return nil, err
+	}
+	r := v.NewReader(source.DefaultMapSize, true)
+	defer r.Close()
+
+	var pfns []uint64 // the pages -d 31 compresses
+	for pfn := plan.Dumpable.NextSet(0); pfn < plan.Dumpable.Len(); pfn = plan.Dumpable.NextSet(pfn + 1) {
+		page, err := r.Page(pfn)
+		if err != nil {
+			return nil, err
+		}
+		if !filter.IsZero(page) {
+			pfns = append(pfns, pfn)
+		}
+	}
+	if len(pfns) < n {
+		return nil, fmt.Errorf("only %d non-zero dumpable pages, want %d", len(pfns), n)
+	}
+	s := &realSample{dumpable: plan.NumDumpable, nonZero: uint64(len(pfns))}
+	buf := make([]byte, n*source.PageSize)
+	for i := range n {
+		page, err := r.Page(pfns[i*len(pfns)/n])
+		if err != nil {
+			return nil, err
+		}
+		p := buf[i*source.PageSize : (i+1)*source.PageSize : (i+1)*source.PageSize]
+		copy(p, page)
+		s.pages = append(s.pages, p)
+	}
+	return s, nil
+}
+
+// pageCompressor is what the benchmarks time: a codec.Compressor, or a C
+// library's compressor when the test binary is built with them.
+type pageCompressor interface {
+	Compress(dst, src []byte) ([]byte, error)
+}
+
+// newCCompressor returns the C library's compressor for a codec and a
+// function that frees it, or nil when there is none. It stays nil unless
+// the C libraries are linked (realpages_cref_test.go, build tag lzo2).
+var newCCompressor func(tb testing.TB, name string) (pageCompressor, func())
+
+// outBufLen is room for any codec's output, Go's or C's, for one page.
+const outBufLen = 4 * source.PageSize
+
+// storedSize is what the dump stores for a page that compressed to out:
+// the stream when it is shorter than a page, else the raw page.
+func storedSize(out []byte) int {
+	if out == nil || len(out) >= source.PageSize {
+		return source.PageSize
+	}
+	return len(out)
+}
+
+// BenchmarkRealPages compresses the real-page sample, page by page, with
+// each codec's Go compressor (/go) and the C library makedumpfile calls
+// (/c; needs -tags lzo2), each reusing its state from page to page. MB/s
+// counts input pages; cpu-MB/s is the same over the thread's CPU time
+// rather than wall time; ratio is the bytes the dump stores (a page that
+// does not shrink counts whole) over the input bytes.
+//
+//	go test -tags lzo2 -run '^$' -bench RealPages ./codec/
+func BenchmarkRealPages(b *testing.B) {
+	sample := realPages(b)
+	b.Logf("sample: %d of the %d non-zero pages of the %d that -d 31 keeps", len(sample.pages), sample.nonZero, sample.dumpable)
+	for _, c := range codec.All() {
+		b.Run(c.Name+"/go", func(b *testing.B) {
+			benchPages(b, c.NewCompressor(), sample.pages)
+		})
+		b.Run(c.Name+"/c", func(b *testing.B) {
+			if newCCompressor == nil {
+				b.Skip("C libraries not linked (build with -tags lzo2)")
+			}
+			cc, done := newCCompressor(b, c.Name)
+			if cc == nil {
+				b.Skipf("no C library for %s", c.Name)
+			}
+			defer done()
+			benchPages(b, cc, sample.pages)
+		})
+	}
+}
+
+func benchPages(b *testing.B, c pageCompressor, pages [][]byte) {
+	buf := make([]byte, 0, outBufLen)
+	pass := func() int {
+		stored := 0
+		for _, p := range pages {
+			out, err := c.Compress(buf, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stored += storedSize(out)
+		}
+		return stored
+	}
+	// One untimed pass first: what a compressor allocates on first use
+	// and the caches' warm-up are not per-page costs.
+	stored := pass()
+	// The build machines are shared: besides MB/s (wall time), report
+	// MB/s over the CPU time of the benchmark's thread, which time spent
+	// waiting for the CPU does not inflate.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu0 time.Duration
+	b.SetBytes(int64(len(pages) * source.PageSize))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i == 0 {
+			cpu0 = threadCPU(b)
+		}
+		pass()
+	}
+	cpu := threadCPU(b) - cpu0
+	b.ReportMetric(float64(stored)/float64(len(pages)*source.PageSize), "ratio")
+	if cpu > 0 {
+		b.ReportMetric(float64(b.N*len(pages)*source.PageSize)/1e6/cpu.Seconds(), "cpu-MB/s")
+	}
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU(tb testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
