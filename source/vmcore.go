@@ -195,6 +195,23 @@ type PageReader struct {
 	winOff  uint64
 	useMmap bool
 	buf     []byte
+	// pread's read-ahead: ra holds the file bytes from raOff on.
+	ra, raBuf []byte
+	raOff     uint64
+}
+
+// readAhead is how much one pread takes when not mapping: 64 KiB, within
+// the extent, so the next pages of a run come from the same read.
+const readAhead = 16 * PageSize
+
+// PreferMmap reports whether path is best read through mmap: /proc/vmcore
+// is (its read() path maps and copies page by page, and mmap has served it
+// since Linux 3.11), a file in the page cache is not — there one pread per
+// 64 KiB costs less than faulting the pages of a mapping in (measured:
+// docs/benchmarks.md).
+func PreferMmap(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }
 
 // DefaultMapSize is the mmap window, as makedumpfile's fixed MAP_REGION.
@@ -229,6 +246,23 @@ func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
 	}
 	off := e.off + paddr - e.start*PageSize
 	if !r.useMmap {
+		if n <= PageSize {
+			// Read ahead within the extent: one pread serves the next
+			// pages too.
+			if r.ra != nil && off >= r.raOff && off+uint64(n) <= r.raOff+uint64(len(r.ra)) {
+				return r.ra[off-r.raOff : off-r.raOff+uint64(n)], nil
+			}
+			want := min(uint64(readAhead), e.end*PageSize-paddr)
+			want = max(want, uint64(n))
+			if cap(r.raBuf) < int(want) {
+				r.raBuf = make([]byte, readAhead)
+			}
+			if _, err := r.v.f.ReadAt(r.raBuf[:want], int64(off)); err != nil {
+				return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
+			}
+			r.ra, r.raOff = r.raBuf[:want], off
+			return r.ra[:n], nil
+		}
 		if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
 			return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
 		}

@@ -183,7 +183,7 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 	j.stats, err = pipeline.Run(ctx, pipeline.Config{
 		Workers: o.threads,
 		NewReader: func() pipeline.PageReader {
-			return j.mem.NewReader(o.mapSizeKiB<<10, !o.nonMmap)
+			return j.mem.NewReader(o.mapSizeKiB<<10, j.useMmap())
 		},
 		Dumpable:    j.plan.Dumpable,
 		Total:       j.plan.NumDumpable,
@@ -198,6 +198,14 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 	prog.finish()
 	j.con.step("Copying data", time.Since(start))
 	return nil
+}
+
+// useMmap decides how pages are read: mmap windows for /proc/vmcore or
+// when --map-size is given, pread (with read-ahead) for other files, and
+// always pread with --non-mmap.
+func (j *dumpJob) useMmap() bool {
+	o := j.opts
+	return !o.nonMmap && (o.mapSizeSet || source.PreferMmap(j.vmcore))
 }
 
 // writeKdump writes the kdump-compressed file (or its flattened stream).

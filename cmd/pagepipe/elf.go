@@ -99,7 +99,7 @@ func (j *dumpJob) elfKeep(ctx context.Context, v *source.Vmcore) (*bitmap.Bitmap
 		_, err := pipeline.Run(ctx, pipeline.Config{
 			Workers: o.threads,
 			NewReader: func() pipeline.PageReader {
-				return j.mem.NewReader(o.mapSizeKiB<<10, !o.nonMmap)
+				return j.mem.NewReader(o.mapSizeKiB<<10, j.useMmap())
 			},
 			Dumpable:    j.plan.Dumpable,
 			Total:       j.plan.NumDumpable,
@@ -213,7 +213,7 @@ func (j *dumpJob) elfCopy(ctx context.Context, l *sink.ELFLayout, w *sink.ELF) e
 	j.stats, err = pipeline.Run(ctx, pipeline.Config{
 		Workers: o.threads,
 		NewReader: func() pipeline.PageReader {
-			return &runReader{r: j.mem.NewReader(o.mapSizeKiB<<10, !o.nonMmap), runs: runs, starts: starts}
+			return &runReader{r: j.mem.NewReader(o.mapSizeKiB<<10, j.useMmap()), runs: runs, starts: starts}
 		},
 		Dumpable: all,
 		Total:    total,

@@ -43,6 +43,7 @@ type options struct {
 	dryRun         bool
 	cpus           string
 	sizeLimit      int64    // -L, bytes
+	mapSizeSet     bool     // --map-size given: read through mmap windows
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
@@ -182,6 +183,7 @@ func parseOptions(args []string) (*options, error) {
 	if o.levels, err = filter.ParseLevels(fs.Lookup("dump-level").Value.String()); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	o.mapSizeSet = fs.Changed("map-size")
 	if v := fs.Lookup("size-limit").Value.String(); v != "" {
 		if o.sizeLimit, err = memparse(v); err != nil {
 			return nil, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
