@@ -232,7 +232,7 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
-	j.con.printReport(j.plan, j.stats, k.Written())
+	j.con.printReport(j.plan, j.stats.ZeroPages, nil, k.Written())
 	return nil
 }
 

@@ -80,7 +80,11 @@ func (j *dumpJob) writeELF(ctx context.Context) error {
 	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
 	}
-	j.printELFReport(zeros, layout, w.Written())
+	var inFile uint64
+	for _, r := range layout.PageRuns() {
+		inFile += r.Pages
+	}
+	j.con.printReport(j.plan, zeros, &elfCounts{excluded: layout.ExcludedPages, inFile: inFile}, w.Written())
 	return nil
 }
 
@@ -244,45 +248,3 @@ func (r *runReader) Page(i uint64) ([]byte, error) {
 }
 
 func (r *runReader) Close() { r.r.Close() }
-
-// printELFReport prints the report of an ELF dump: makedumpfile's, with its
-// two "in ELF format" lines, which count every PT_LOAD walked (pages that
-// two PT_LOADs map, like the kernel-text alias of RAM, count twice): the
-// pages left out of the file, and the pages written.
-func (j *dumpJob) printELFReport(zeros uint64, l *sink.ELFLayout, written uint64) {
-	c := j.con
-	if c.level&mlReport == 0 {
-		return
-	}
-	plan := j.plan
-	maxMapnr := plan.Present.Len()
-	original := plan.Present.Count(0, maxMapnr)
-	ex := plan.Excluded
-	ex.Zero = zeros
-	excluded := ex.Total()
-	var inFile uint64
-	for _, r := range l.PageRuns() {
-		inFile += r.Pages
-	}
-	c.report("\n")
-	c.report("Original pages  : 0x%016x\n", original)
-	c.report("  Excluded pages   : 0x%016x\n", excluded)
-	c.report("     in ELF format : 0x%016x\n", l.ExcludedPages)
-	c.report("    Pages filled with zero  : 0x%016x\n", ex.Zero)
-	c.report("    Non-private cache pages : 0x%016x\n", ex.Cache)
-	c.report("    Private cache pages     : 0x%016x\n", ex.CachePrivate)
-	c.report("    User process data pages : 0x%016x\n", ex.User)
-	c.report("    Free pages              : 0x%016x\n", ex.Free)
-	c.report("    Hwpoison pages          : 0x%016x\n", ex.Hwpoison)
-	c.report("    Offline pages           : 0x%016x\n", ex.Offline)
-	c.report("  Remaining pages  : 0x%016x\n", original-excluded)
-	c.report("     in ELF format : 0x%016x\n", inFile)
-	if original > 0 {
-		c.report("  (The number of pages is reduced to %d%%.)\n", (original-excluded)*100/original)
-	}
-	c.report("Memory Hole     : 0x%016x\n", maxMapnr-original)
-	c.report("--------------------------------------------------\n")
-	c.report("Total pages     : 0x%016x\n", maxMapnr)
-	c.report("Write bytes     : %d\n", written)
-	c.report("\n")
-}

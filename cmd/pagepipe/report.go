@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"pagepipe/filter"
-	"pagepipe/pipeline"
 )
 
 // step prints makedumpfile's STEP timing line (report level).
@@ -12,20 +11,28 @@ func (c *console) step(label string, d time.Duration) {
 	c.report("STEP [%-27s] : %f seconds\n", label, d.Seconds())
 }
 
+// elfCounts are the two extra lines of an ELF dump's report: pages left out
+// of the file (runs of 256 or more) and pages written.
+type elfCounts struct{ excluded, inFile uint64 }
+
 // printReport prints the excluded-pages report in makedumpfile's format
-// (message-level bit 16, --show-stats).
-func (c *console) printReport(plan *filter.Plan, st pipeline.Stats, written uint64) {
+// (message-level bit 16, --show-stats); zeros are the zero pages the copy
+// (or zero) pass found, elf is non-nil for an ELF dump.
+func (c *console) printReport(plan *filter.Plan, zeros uint64, elf *elfCounts, written uint64) {
 	if c.level&mlReport == 0 {
 		return
 	}
 	maxMapnr := plan.Present.Len()
 	original := plan.Present.Count(0, maxMapnr)
 	ex := plan.Excluded
-	ex.Zero = st.ZeroPages
+	ex.Zero = zeros
 	excluded := ex.Total()
 	c.report("\n")
 	c.report("Original pages  : 0x%016x\n", original)
 	c.report("  Excluded pages   : 0x%016x\n", excluded)
+	if elf != nil {
+		c.report("     in ELF format : 0x%016x\n", elf.excluded)
+	}
 	c.report("    Pages filled with zero  : 0x%016x\n", ex.Zero)
 	c.report("    Non-private cache pages : 0x%016x\n", ex.Cache)
 	c.report("    Private cache pages     : 0x%016x\n", ex.CachePrivate)
@@ -34,6 +41,9 @@ func (c *console) printReport(plan *filter.Plan, st pipeline.Stats, written uint
 	c.report("    Hwpoison pages          : 0x%016x\n", ex.Hwpoison)
 	c.report("    Offline pages           : 0x%016x\n", ex.Offline)
 	c.report("  Remaining pages  : 0x%016x\n", original-excluded)
+	if elf != nil {
+		c.report("     in ELF format : 0x%016x\n", elf.inFile)
+	}
 	if original > 0 {
 		c.report("  (The number of pages is reduced to %d%%.)\n", (original-excluded)*100/original)
 	}

@@ -98,7 +98,7 @@ func (j *dumpJob) writeSplit(ctx context.Context, outs []string) error {
 		}
 	}
 	files = nil
-	j.con.printReport(j.plan, j.stats, s.Written())
+	j.con.printReport(j.plan, j.stats.ZeroPages, nil, s.Written())
 	return nil
 }
 
