@@ -135,6 +135,7 @@ func TestParseELFMalformed(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
+			t.Logf("| %s | %s |", tc.name, err) // docs/reliability.md
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error is not one line: %q", err)
 			}
