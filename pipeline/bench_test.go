@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"pagepipe/codec"
@@ -81,5 +82,52 @@ func BenchmarkCopyPass(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A mapped vmcore page that faults (here: the file is cut short under the
+// mapping, as an I/O error under /proc/vmcore would fault) stops the pass
+// with an error naming the pfn, not a crash.
+func TestFaultingPageIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vmcore")
+	if err := synth.WriteFile(path, synth.Default(8)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := source.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &sink.Meta{BlockSize: source.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Info.Notes,
+		Present: plan.Present, Dumpable: plan.Dumpable, NumDumpable: plan.NumDumpable}
+	k, err := sink.NewKdump(discard{}, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := false
+	_, err = pipeline.Run(context.Background(), pipeline.Config{
+		Workers: 1,
+		NewReader: func() pipeline.PageReader {
+			r := v.NewReader(64<<20, true) // one window over the whole file
+			return r
+		},
+		Dumpable: plan.Dumpable,
+		Writer:   k,
+		Progress: func(done uint64) {
+			if !truncated {
+				truncated = true
+				if err := os.Truncate(path, 1<<20); err != nil {
+					t.Error(err)
+				}
+			}
+		},
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot be read there") {
+		t.Fatalf("error %v, want one naming the unreadable pfn", err)
 	}
 }

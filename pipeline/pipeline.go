@@ -23,6 +23,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -134,6 +135,10 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	var zero, compressed atomic.Uint64
 	for range workers {
 		g.Go(func() error {
+			// A page of a mapped vmcore that cannot be read (an I/O error
+			// under /proc/vmcore, a file cut short) faults: make that a
+			// panic this goroutine can recover from, not a crash.
+			debug.SetPanicOnFault(true)
 			w := newWorker(cfg)
 			defer w.close()
 			for c := range work {
@@ -211,10 +216,21 @@ func (w *worker) close() { w.r.Close() }
 
 // process fills c.pages and c.data for c.pfns. A compressed page is kept
 // only when it is strictly smaller than a page; otherwise it is stored raw.
-func (w *worker) process(c *chunk) error {
+func (w *worker) process(c *chunk) (err error) {
 	c.pages, c.data = c.pages[:0], c.data[:0]
 	w.zero, w.compressed = 0, 0
-	for _, pfn := range c.pfns {
+	var pfn uint64
+	defer func() {
+		if r := recover(); r != nil {
+			// SetPanicOnFault's panics carry the faulting address.
+			if fault, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("pfn %#x: the vmcore cannot be read there (memory fault at %#x)", pfn, fault.Addr())
+				return
+			}
+			panic(r)
+		}
+	}()
+	for _, pfn = range c.pfns {
 		page, err := w.r.Page(pfn)
 		if err != nil {
 			return err
