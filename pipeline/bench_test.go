@@ -130,4 +130,24 @@ func TestFaultingPageIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be read there") {
 		t.Fatalf("error %v, want one naming the unreadable pfn", err)
 	}
+
+	// With ZeroUnreadable the pass goes on: the pages past the cut are
+	// stored as zeros and counted.
+	k, err = sink.NewKdump(discard{}, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pipeline.Run(context.Background(), pipeline.Config{
+		Workers:        2,
+		NewReader:      func() pipeline.PageReader { return v.NewReader(64<<20, true) },
+		Dumpable:       plan.Dumpable,
+		Writer:         k,
+		ZeroUnreadable: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unreadable == 0 || st.Unreadable >= st.Pages {
+		t.Fatalf("%d of %d pages unreadable", st.Unreadable, st.Pages)
+	}
 }

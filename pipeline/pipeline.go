@@ -22,6 +22,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -59,6 +60,9 @@ type Config struct {
 	Total uint64
 	// ExcludeZero: dump level bit 1, zero pages are marked, not stored.
 	ExcludeZero bool
+	// ZeroUnreadable stores a page that cannot be read as zeros (and
+	// counts it) instead of stopping with an error naming it.
+	ZeroUnreadable bool
 	// Codec compresses pages; nil stores them raw.
 	Codec  *codec.Codec
 	Writer Writer
@@ -74,6 +78,7 @@ type Stats struct {
 	Compressed uint64 // pages stored compressed
 	Raw        uint64 // pages stored raw
 	DataBytes  uint64 // page data bytes written (without the zero page)
+	Unreadable uint64 // pages that could not be read, stored as zeros
 }
 
 type chunk struct {
@@ -132,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		return nil
 	})
 
-	var zero, compressed atomic.Uint64
+	var zero, compressed, unreadable atomic.Uint64
 	for range workers {
 		g.Go(func() error {
 			// A page of a mapped vmcore that cannot be read (an I/O error
@@ -151,6 +156,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 				if err == nil {
 					zero.Add(w.zero)
 					compressed.Add(w.compressed)
+					unreadable.Add(w.unreadable)
 				}
 				c.err = err
 				c.done <- struct{}{}
@@ -187,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	})
 
 	err := g.Wait()
-	st.ZeroPages, st.Compressed = zero.Load(), compressed.Load()
+	st.ZeroPages, st.Compressed, st.Unreadable = zero.Load(), compressed.Load(), unreadable.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
 	return st, err
 }
@@ -201,6 +207,9 @@ type worker struct {
 	buf        []byte
 	zero       uint64 // per chunk
 	compressed uint64
+	unreadable uint64
+	// where the chunk stood before the page being read, to undo it
+	pagesMark, dataMark int
 }
 
 func newWorker(cfg Config) *worker {
@@ -214,46 +223,83 @@ func newWorker(cfg Config) *worker {
 
 func (w *worker) close() { w.r.Close() }
 
-// process fills c.pages and c.data for c.pfns. A compressed page is kept
-// only when it is strictly smaller than a page; otherwise it is stored raw.
-func (w *worker) process(c *chunk) (err error) {
+// process fills c.pages and c.data for c.pfns.
+func (w *worker) process(c *chunk) error {
 	c.pages, c.data = c.pages[:0], c.data[:0]
-	w.zero, w.compressed = 0, 0
-	var pfn uint64
+	w.zero, w.compressed, w.unreadable = 0, 0, 0
+	for _, pfn := range c.pfns {
+		if err := w.readStore(c, pfn); err != nil {
+			if !w.cfg.ZeroUnreadable || !errors.Is(err, errUnreadable) {
+				return err
+			}
+			// The option: store the page as zeros, count it, go on.
+			c.pages, c.data = c.pages[:w.pagesMark], c.data[:w.dataMark]
+			w.unreadable++
+			if err := w.store(c, pfn, zeroPage[:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// errUnreadable marks a vmcore page that could not be read.
+var errUnreadable = errors.New("the vmcore cannot be read there")
+
+var zeroPage [source.PageSize]byte
+
+// readAttempts bounds the reads of one page: a short read or an I/O error
+// on /proc/vmcore may pass, a bad page does not.
+const readAttempts = 3
+
+// readStore reads pfn (retrying a failed read) and stores it. A mapped page
+// that faults while it is checked or compressed is unreadable too: with
+// SetPanicOnFault that is a panic this goroutine recovers from.
+func (w *worker) readStore(c *chunk, pfn uint64) (err error) {
+	w.pagesMark, w.dataMark = len(c.pages), len(c.data)
 	defer func() {
 		if r := recover(); r != nil {
 			// SetPanicOnFault's panics carry the faulting address.
 			if fault, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("pfn %#x: the vmcore cannot be read there (memory fault at %#x)", pfn, fault.Addr())
+				err = fmt.Errorf("pfn %#x: %w (memory fault at %#x)", pfn, errUnreadable, fault.Addr())
 				return
 			}
 			panic(r)
 		}
 	}()
-	for _, pfn = range c.pfns {
-		page, err := w.r.Page(pfn)
-		if err != nil {
-			return err
+	var page []byte
+	for try := 1; ; try++ {
+		if page, err = w.r.Page(pfn); err == nil {
+			break
 		}
-		if w.cfg.ExcludeZero && filter.IsZero(page) {
-			c.pages = append(c.pages, sink.Page{Zero: true})
-			w.zero++
-			continue
+		if try == readAttempts {
+			return fmt.Errorf("pfn %#x: %w after %d reads: %v", pfn, errUnreadable, try, err)
 		}
-		if w.comp != nil {
-			out, err := w.comp.Compress(w.buf, page)
-			if err != nil {
-				return fmt.Errorf("compress pfn %#x with %s: %w", pfn, w.cfg.Codec.Name, err)
-			}
-			if out != nil && len(out) < len(page) {
-				c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
-				c.data = append(c.data, out...)
-				w.compressed++
-				continue
-			}
-		}
-		c.pages = append(c.pages, sink.Page{Size: uint32(len(page))})
-		c.data = append(c.data, page...)
 	}
+	return w.store(c, pfn, page)
+}
+
+// store appends one page to the chunk: the shared zero page, compressed
+// when that is strictly smaller than a page, else raw.
+func (w *worker) store(c *chunk, pfn uint64, page []byte) error {
+	if w.cfg.ExcludeZero && filter.IsZero(page) {
+		c.pages = append(c.pages, sink.Page{Zero: true})
+		w.zero++
+		return nil
+	}
+	if w.comp != nil {
+		out, err := w.comp.Compress(w.buf, page)
+		if err != nil {
+			return fmt.Errorf("compress pfn %#x with %s: %w", pfn, w.cfg.Codec.Name, err)
+		}
+		if out != nil && len(out) < len(page) {
+			c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
+			c.data = append(c.data, out...)
+			w.compressed++
+			return nil
+		}
+	}
+	c.pages = append(c.pages, sink.Page{Size: uint32(len(page))})
+	c.data = append(c.data, page...)
 	return nil
 }

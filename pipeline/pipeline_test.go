@@ -114,7 +114,8 @@ func TestFirstErrorCancelsEverything(t *testing.T) {
 	for _, workers := range []int{1, 2, 8, 64} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
 			_, err := Run(context.Background(), config(workers, testBitmap(), &recorder{}, 4500))
-			if err == nil || err.Error() != "read pfn 0x1194: injected failure" {
+			// A read that keeps failing is tried readAttempts times.
+			if err == nil || err.Error() != "pfn 0x1194: the vmcore cannot be read there after 3 reads: read pfn 0x1194: injected failure" {
 				t.Fatalf("error %v", err)
 			}
 			_, err = Run(context.Background(), config(workers, testBitmap(), &recorder{fail: 3}, ^uint64(0)))

@@ -185,15 +185,19 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 		NewReader: func() pipeline.PageReader {
 			return j.mem.NewReader(o.mapSizeKiB<<10, j.useMmap())
 		},
-		Dumpable:    j.plan.Dumpable,
-		Total:       j.plan.NumDumpable,
-		ExcludeZero: j.meta.ZeroPage,
-		Codec:       j.codec,
-		Writer:      w,
-		Progress:    prog.update,
+		Dumpable:       j.plan.Dumpable,
+		Total:          j.plan.NumDumpable,
+		ExcludeZero:    j.meta.ZeroPage,
+		ZeroUnreadable: o.zeroUnreadable,
+		Codec:          j.codec,
+		Writer:         w,
+		Progress:       prog.update,
 	})
 	if err != nil {
 		return err
+	}
+	if n := j.stats.Unreadable; n > 0 {
+		j.con.msg("WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)
 	}
 	prog.finish()
 	j.con.step("Copying data", time.Since(start))

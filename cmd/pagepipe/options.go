@@ -42,8 +42,9 @@ type options struct {
 	showStats      bool
 	dryRun         bool
 	cpus           string
-	sizeLimit      int64    // -L, bytes
-	mapSizeSet     bool     // --map-size given: read through mmap windows
+	sizeLimit      int64 // -L, bytes
+	mapSizeSet     bool  // --map-size given: read through mmap windows
+	zeroUnreadable bool
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
@@ -129,6 +130,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
+	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
 	// them (said so at debug level).
