@@ -265,8 +265,8 @@ func (l *ELFLayout) phdr(i int) []byte {
 // 64 KiB caches, each PT_LOAD's header before its data. A flattened stream
 // of the dump is therefore record for record makedumpfile's.
 type ELF struct {
-	out Output
-	l   *ELFLayout
+	posWriter
+	l *ELFLayout
 
 	hdr      []byte // program header cache
 	hdrNext  uint64 // file offset of hdr[0]
@@ -277,7 +277,6 @@ type ELF struct {
 	load int    // the PT_LOAD whose bytes come next
 	done uint64 // bytes of it written
 
-	written uint64
 }
 
 // NewELF writes the headers and notes of l to out. notes must be
@@ -287,7 +286,7 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 		return nil, fmt.Errorf("elf dump: %d bytes of notes, layout has %d", len(notes), l.NoteSize)
 	}
 	e := &ELF{
-		out: out, l: l,
+		posWriter: posWriter{out: out}, l: l,
 		hdr:      make([]byte, 0, elfCacheSize+phdrSize),
 		hdrNext:  ehdrSize,
 		data:     make([]byte, 0, elfCacheSize+elfPageSize),
@@ -317,18 +316,7 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 }
 
 // Written returns the number of bytes written so far.
-func (e *ELF) Written() uint64 { return e.written }
-
-func (e *ELF) writeAt(p []byte, off uint64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if _, err := e.out.WriteAt(p, int64(off)); err != nil {
-		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
-	}
-	e.written += uint64(len(p))
-	return nil
-}
+func (e *ELF) Written() uint64 { return e.n }
 
 // cache appends p to a cache and writes out each full elfCacheSize piece.
 func (e *ELF) cache(buf *[]byte, next *uint64, p []byte) error {

@@ -16,6 +16,25 @@ type Output interface {
 	WriteAt(p []byte, off int64) (int, error)
 }
 
+// posWriter writes to an Output at absolute offsets, wrapping errors with
+// where they happened and counting the bytes written (the report's "Write
+// bytes"). Every writer here embeds one.
+type posWriter struct {
+	out Output
+	n   uint64
+}
+
+func (w *posWriter) writeAt(p []byte, off uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := w.out.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
+	}
+	w.n += uint64(len(p))
+	return nil
+}
+
 // Meta is everything in a kdump file besides the pages.
 type Meta struct {
 	BlockSize uint64
@@ -63,7 +82,7 @@ const (
 // descriptors and data go through two buffers flushed with large
 // positioned writes, so each region is written sequentially.
 type Kdump struct {
-	out      Output
+	posWriter
 	layout   kdumpfmt.Layout
 	zeroDesc kdumpfmt.PageDesc
 
@@ -72,9 +91,8 @@ type Kdump struct {
 	data     []byte
 	dataNext uint64 // file offset of the next data byte
 
-	written uint64 // bytes written so far
-	status  uint32 // the header's status, as written
-	meta    *Meta
+	status uint32 // the header's status, as written
+	meta   *Meta
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -83,7 +101,7 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	bs := m.BlockSize
 	l := kdumpfmt.NewLayout(bs, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
 	k := &Kdump{
-		out: out, layout: l,
+		posWriter: posWriter{out: out}, layout: l,
 		descs: make([]byte, 0, descBufSize), descNext: l.Descs,
 		data: make([]byte, 0, dataBufSize), dataNext: l.Data,
 		status: m.Status, meta: m,
@@ -145,18 +163,7 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
 
 // Written returns the number of bytes written so far.
-func (k *Kdump) Written() uint64 { return k.written }
-
-func (k *Kdump) writeAt(p []byte, off uint64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if _, err := k.out.WriteAt(p, int64(off)); err != nil {
-		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
-	}
-	k.written += uint64(len(p))
-	return nil
-}
+func (k *Kdump) Written() uint64 { return k.n }
 
 // writeBitmap writes one bitmap, padded with zeros to size bytes, in 1 MiB
 // pieces.

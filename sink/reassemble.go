@@ -285,23 +285,6 @@ func copyPart(first *source.Dump, p splitPart, l layout, descs, data *seqWriter,
 	return nil
 }
 
-// posWriter counts what it writes to an Output.
-type posWriter struct {
-	out Output
-	n   uint64
-}
-
-func (w *posWriter) writeAt(p []byte, off uint64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if _, err := w.out.WriteAt(p, int64(off)); err != nil {
-		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
-	}
-	w.n += uint64(len(p))
-	return nil
-}
-
 // copyFrom copies size bytes at off in the file at path to dst.
 func (w *posWriter) copyFrom(path string, off, size, dst uint64) error {
 	f, err := os.Open(path)
