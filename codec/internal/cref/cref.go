@@ -280,9 +280,11 @@ func (d *Decompressor) Decompress(name string, dst, src []byte) (int, error) {
 			return 0, fmt.Errorf("cref: uncompress: %d", int(r.code))
 		}
 	case "lzo":
-		if r = C.cref_lzo_decompress(s, sl, o, ol); r.code != C.LZO_E_OK {
-			return 0, fmt.Errorf("cref: lzo1x_decompress_safe: %d", int(r.code))
+		n, code := LZODecompress(dst, src)
+		if code != C.LZO_E_OK {
+			return 0, fmt.Errorf("cref: lzo1x_decompress_safe: %d", code)
 		}
+		return n, nil
 	case "snappy":
 		if r = C.cref_snappy_uncompress(s, sl, o, ol); r.code != C.SNAPPY_OK {
 			return 0, fmt.Errorf("cref: snappy_uncompress: %d", int(r.code))
@@ -295,6 +297,15 @@ func (d *Decompressor) Decompress(name string, dst, src []byte) (int, error) {
 		return 0, fmt.Errorf("cref: no C decompressor for %q", name)
 	}
 	return int(r.n), nil
+}
+
+// LZODecompress runs lzo1x_decompress_safe on src with len(dst) bytes of
+// room and returns the byte count it reports and its result code (0 is
+// LZO_E_OK, negative values are LZO_E_* errors): package lzo's tests
+// compare those codes with its own errors.
+func LZODecompress(dst, src []byte) (n, code int) {
+	r := C.cref_lzo_decompress(ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)))
+	return int(r.n), int(r.code)
 }
 
 // ptr returns a C pointer to b's data: a valid one even for an empty b,

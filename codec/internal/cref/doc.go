@@ -5,11 +5,11 @@
 // ZSTD_compressCCtx at level 1 with one reused context; and the matching
 // decompressors (uncompress, lzo1x_decompress_safe, snappy_uncompress,
 // ZSTD_decompressDCtx). It is for tests and benchmarks of package codec
-// only; the product never links it.
+// and codec/lzo only; the product never links it.
 //
 // It is built only with the lzo2 build tag (and cgo), and needs Debian's
 // zlib1g-dev, liblzo2-dev, libsnappy-dev and libzstd-dev
 // (scripts/deps.sh installs them):
 //
-//	go test -tags lzo2 ./codec/
+//	go test -tags lzo2 ./codec/...
 package cref
