@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"pagepipe/codec"
 	"time"
 
+	"pagepipe/codec"
+	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
@@ -53,19 +54,17 @@ func inspect(d *source.Dump, w io.Writer) error {
 	fmt.Fprintf(w, "present pages   : %d\n", present)
 	fmt.Fprintf(w, "dumpable pages  : %d\n", dumpable)
 
-	counts := map[uint32]uint64{}
-	var zero, lost uint64
 	zeroOff := int64(-1)
 	if s.DumpLevel&1 != 0 {
-		zeroOff = d.DataOffset()
-	}
-	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
-		desc, err := d.Desc(pfn)
-		if err == source.ErrNotDumped {
-			continue // another part's page, in a split file
-		} else if err != nil {
+		off, err := sharedZeroPage(d)
+		if err != nil {
 			return err
 		}
+		zeroOff = off
+	}
+	counts := map[uint32]uint64{}
+	var zero, lost uint64
+	err := eachDesc(d, func(_ uint64, desc kdumpfmt.PageDesc) error {
 		switch desc.Offset {
 		case 0:
 			lost++
@@ -74,6 +73,10 @@ func inspect(d *source.Dump, w io.Writer) error {
 		default:
 			counts[desc.Flags]++
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "  zero (shared) : %d\n", zero)
 	fmt.Fprintf(w, "  raw           : %d\n", counts[0])
@@ -86,6 +89,54 @@ func inspect(d *source.Dump, w io.Writer) error {
 		fmt.Fprintf(w, "  lost          : %d\n", lost)
 	}
 	return nil
+}
+
+// eachDesc calls fn with the descriptor of every page the dump (or, for a
+// split file, this part) holds, in pfn order.
+func eachDesc(d *source.Dump, fn func(pfn uint64, desc kdumpfmt.PageDesc) error) error {
+	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
+		desc, err := d.Desc(pfn)
+		if err == source.ErrNotDumped {
+			continue // another part's page, in a split file
+		} else if err != nil {
+			return err
+		}
+		if err := fn(pfn, desc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedZeroPage returns the data offset of the zero page that pages
+// excluded as zero share, or -1 when no descriptor points at one. The
+// writer stores it first in the data area, so it is the lowest offset any
+// descriptor holds, raw and all zeros (a kept page is never all zeros at
+// dump level 1). d.DataOffset cannot say: an incomplete dump's 2nd bitmap
+// was cut after the descriptor table was laid out.
+func sharedZeroPage(d *source.Dump) (int64, error) {
+	first, firstPFN := int64(-1), uint64(0)
+	err := eachDesc(d, func(pfn uint64, desc kdumpfmt.PageDesc) error {
+		if desc.Offset != 0 && (first < 0 || desc.Offset < first) {
+			first, firstPFN = desc.Offset, pfn
+		}
+		return nil
+	})
+	if err != nil || first < 0 {
+		return -1, err
+	}
+	desc, _ := d.Desc(firstPFN)
+	if desc.Flags != 0 || int64(desc.Size) != int64(d.Header.BlockSize) {
+		return -1, nil
+	}
+	page := make([]byte, d.Header.BlockSize)
+	if err := d.ReadPage(firstPFN, page); err != nil {
+		return -1, fmt.Errorf("read pfn %d: %w", firstPFN, err)
+	}
+	if !filter.IsZero(page) {
+		return -1, nil
+	}
+	return first, nil
 }
 
 func statusNames(st uint32) string {
