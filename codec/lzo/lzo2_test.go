@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"pagepipe/codec/lzo"
 	"pagepipe/codec/internal/cref"
+	"pagepipe/codec/lzo"
 )
 
 // lzoCode maps Decompress's errors to liblzo2's LZO_E_* codes.
