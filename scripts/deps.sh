@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pagepipe's tests use, when they are missing:
 # the real peers that judge its dumps (makedumpfile, crash, libkdumpfile,
-# drgn), liblzo2 for the LZO cross-checks, and what the real-kernel fixture
-# maker boots (QEMU, Debian's kernel, busybox).
+# drgn), liblzo2 for the LZO cross-checks, what the real-kernel fixture
+# maker boots (QEMU, Debian's kernel, busybox), and Debian's kdump-tools,
+# whose kdump-config e2e/distro_test.go runs against the fixture.
 set -euo pipefail
 
 pkgs=(
 	makedumpfile crash python3-libkdumpfile python3-drgn
 	liblzo2-dev zlib1g-dev libsnappy-dev libzstd-dev gcc
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
+	kdump-tools
 )
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "deps: installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+[ ${#missing[@]} -gt 0 ] || exit 0
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if [[ " ${missing[*]} " == *" kdump-tools "* ]]; then
+	# The tests only need kdump-config; installing kdump-tools must not arm
+	# kdump on this machine:
+	# - answer its debconf question "enable kdump?" with no (USE_KDUMP=0);
+	# - divert its GRUB snippet (crashkernel=384M-:128M), so that the
+	#   update-grub its postinst runs where GRUB is installed changes nothing;
+	# - while installing, a policy-rc.d that forbids starting services
+	#   (invoke-rc.d and deb-systemd-invoke honour it), unless one is there.
+	# Its initramfs hook makes dpkg regenerate the initramfs once (minutes).
+	echo 'kdump-tools kdump-tools/use_kdump boolean false' | debconf-set-selections
+	dpkg-divert --quiet --local --rename --divert /etc/default/grub.d/kdump-tools.cfg.pagepipe-disabled \
+		--add /etc/default/grub.d/kdump-tools.cfg
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
 fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

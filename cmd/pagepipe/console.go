@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -60,6 +62,7 @@ type progress struct {
 	last    time.Time
 	spin    int
 	lastPct int
+	noRate  bool // a step without a page count: no throughput
 }
 
 func (c *console) newProgress(label string, total uint64) *progress {
@@ -90,7 +93,7 @@ func (p *progress) update(done uint64) {
 		eta = "eta: " + formatETA(time.Duration(float64(elapsed)*float64(p.total-done)/float64(done)))
 	}
 	rate := ""
-	if s := elapsed.Seconds(); s > 0 {
+	if s := elapsed.Seconds(); s > 0 && !p.noRate {
 		rate = fmt.Sprintf("  %.0f MiB/s", float64(done)*4096/s/(1<<20))
 	}
 	spinner := `/|\-`[p.spin%4]
@@ -133,4 +136,104 @@ func formatETA(d time.Duration) string {
 // oneLine flattens an error to the single line users see.
 func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// usageError reports a bad command line as makedumpfile does and returns
+// its exit code: getopt's own line ("PROG: unrecognized option '--x'") on
+// stderr, then the common messages "Commandline parameter is invalid." and
+// "Try `PROG --help' ..." (stdout, or stderr with -F); a dump or message
+// level out of range gets only "Dump_level(N) is invalid." or
+// "Message_level(N) is invalid.". Where makedumpfile gives no reason,
+// pagepipe adds one error line, "PROG: REASON", on stderr
+// (docs/reliability.md: every refusal says why in one line).
+func usageError(c *console, err error) int {
+	var ge *getoptError
+	var le *levelError
+	switch {
+	case errors.As(err, &le):
+		c.msg("%s\n", le.Error())
+		return exitFailed
+	case errors.As(err, &ge):
+		// getopt prints this whatever the message level.
+		fmt.Fprintf(c.stderr, "%s: %s\n", progName, ge.msg)
+	default:
+		reason := strings.TrimPrefix(oneLine(err), errUsage.Error()+": ")
+		c.errorf("%s: %s\n", progName, reason)
+	}
+	if errors.Is(err, errUsage) {
+		c.msg("Commandline parameter is invalid.\n")
+		c.msg("Try `%s --help' for more information.\n", progName)
+	}
+	return exitFailed
+}
+
+// debugHeader starts the debug messages as makedumpfile does: the version
+// and the command line (with a trailing space, as makedumpfile prints it).
+func debugHeader(c *console, args []string) {
+	c.debug("%s: version %s (pagepipe)\n", progName, version)
+	c.debug("command line: %s \n\n", strings.Join(append([]string{progName}, args...), " "))
+}
+
+// Kernel releases whose memory layout pagepipe knows (its tests run 4.19 to
+// 6.12 layouts); makedumpfile has the same check against its own table
+// (1.7.2's ends before 6.1).
+var (
+	oldestKernel = [3]int{2, 6, 15}
+	latestKernel = [3]int{6, 12, 1 << 20}
+)
+
+// warnKernelVersion prints makedumpfile's two common lines for a kernel
+// release outside the supported range.
+func warnKernelVersion(c *console, release string) {
+	v, ok := parseRelease(release)
+	if !ok {
+		return
+	}
+	less := func(a, b [3]int) bool {
+		for i := range a {
+			if a[i] != b[i] {
+				return a[i] < b[i]
+			}
+		}
+		return false
+	}
+	if less(v, oldestKernel) || less(latestKernel, v) {
+		c.msg("The kernel version is not supported.\n")
+		c.msg("The %s operation may be incomplete.\n", progName)
+	}
+}
+
+// parseRelease reads "MAJOR.MINOR.PATCH" from the front of a release
+// string such as 6.1.0-57-amd64 (a missing PATCH is 0).
+func parseRelease(s string) ([3]int, bool) {
+	var v [3]int
+	for i := range v {
+		j := 0
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == 0 {
+			return v, i == 2
+		}
+		n, err := strconv.Atoi(s[:j])
+		if err != nil {
+			return v, false
+		}
+		v[i] = n
+		s = s[j:]
+		if i < 2 {
+			if !strings.HasPrefix(s, ".") {
+				return v, i == 1
+			}
+			s = s[1:]
+		}
+	}
+	return v, true
+}
+
+// stepDone draws the final (100 %) progress line of a step that has ended.
+func (c *console) stepDone(label string) {
+	p := c.newProgress(label, 1)
+	p.noRate = true
+	p.finish()
 }

@@ -37,6 +37,7 @@ func dumpDmesg(o *options, c *console, stdout io.Writer) error {
 		return fmt.Errorf("open vmcore: %w", err)
 	}
 	defer v.Close()
+	printLoads(c, v)
 	printVMCOREINFO(c, v)
 	vi, err := loadVMCOREINFO(v, o.vmcoreinfo)
 	if err != nil {
@@ -45,6 +46,8 @@ func dumpDmesg(o *options, c *console, stdout io.Writer) error {
 	if vi == nil {
 		return errors.New("dmesg: the vmcore has no VMCOREINFO note (give one with -i)")
 	}
+	warnKernelVersion(c, vi.OSRelease())
+	printLayout(c, v, vi)
 	tr, err := kernel.NewTranslator(v, vi)
 	if err != nil {
 		return fmt.Errorf("dmesg: %w", err)
@@ -53,7 +56,6 @@ func dumpDmesg(o *options, c *console, stdout io.Writer) error {
 	if readErr != nil && len(recs) == 0 {
 		return readErr
 	}
-	c.debug("dmesg: %d records\n", len(recs))
 	if o.flatten {
 		if err := kernel.FormatLog(stdout, recs, kernel.FormatOptions{}); err != nil {
 			return fmt.Errorf("write the log to stdout: %w", err)
@@ -89,4 +91,37 @@ func writeLog(path string, force bool, recs []kernel.Record) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// printLoads prints the vmcore's PT_LOADs at debug level, in makedumpfile's
+// table, and "Linux kdump" (the kind of dump makedumpfile found).
+func printLoads(c *console, v *source.Vmcore) {
+	c.debug("               phys_start         phys_end       virt_start         virt_end\n")
+	for i, l := range v.Loads {
+		c.debug("LOAD[%2d] %16x %16x %16x %16x\n", i, l.Paddr, l.Paddr+l.MemSize, l.Vaddr, l.Vaddr+l.MemSize)
+	}
+	c.debug("Linux kdump\n")
+}
+
+// printLayout prints, at debug level, what makedumpfile prints after the
+// VMCOREINFO lines about the kernel's layout: phys_base and where it came
+// from, max_mapnr, and PAGE_OFFSET from the direct-map PT_LOAD.
+func printLayout(c *console, v *source.Vmcore, vi *kernel.VMCOREINFO) {
+	if pb, ok := vi.Number("phys_base"); ok {
+		c.debug("phys_base    : %x (vmcoreinfo)\n\n", uint64(pb))
+	} else {
+		for _, l := range v.Loads {
+			if l.Vaddr >= kernel.StartKernelMap {
+				c.debug("phys_base    : %x (pt_load)\n\n", l.Paddr-(l.Vaddr-kernel.StartKernelMap))
+				break
+			}
+		}
+	}
+	c.debug("max_mapnr    : %x\n", v.MaxMapnr)
+	for _, l := range v.Loads {
+		if l.Vaddr < kernel.StartKernelMap && l.Vaddr >= l.Paddr {
+			c.debug("page_offset  : %x (pt_load)\n", l.Vaddr-l.Paddr)
+			break
+		}
+	}
 }

@@ -117,6 +117,9 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	if j.vi, err = loadVMCOREINFO(v, o.vmcoreinfo); err != nil {
 		return err
 	}
+	if j.vi != nil && !isDump {
+		warnKernelVersion(j.con, j.vi.OSRelease())
+	}
 	var kern *filter.Kernel
 	if j.vi != nil {
 		kern, err = filter.OpenKernel(j.vi, v, v.Pfns())
@@ -132,6 +135,10 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	if j.plan, err = filter.NewPlan(ctx, v, level, kern, o.threads); err != nil {
 		return err
 	}
+	// makedumpfile's first two progress lines, for the 1st bitmap (memory
+	// holes) and the 2nd (the page scan): NewPlan made both.
+	j.con.stepDone("Checking for memory holes")
+	j.con.stepDone("Excluding unnecessary pages")
 	if j.plan.Scanned {
 		j.con.step("Excluding unnecessary pages", time.Since(scanStart))
 	}

@@ -59,17 +59,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &console{level: 7, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
 	o, err := parseOptions(args)
-	if err != nil {
-		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
-		if errors.Is(err, errUsage) {
-			fmt.Fprintf(stderr, "Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
+	if o != nil {
+		if o.msgLevel >= 0 && o.msgLevel <= 31 {
+			c.level = o.msgLevel
 		}
-		return exitFailed
+		if o.flatten {
+			c.stdout = stderr // stdout carries the dump
+		}
 	}
-	c.level = o.msgLevel
-	if o.flatten {
-		c.stdout = stderr // stdout carries the dump
+	if err != nil {
+		return usageError(c, err)
 	}
+	debugHeader(c, args)
 	switch {
 	case o.help:
 		printUsage(stdout)
@@ -92,9 +93,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		want, what = max(3, len(o.args)), "at least two split DUMPFILEs and the output DUMPFILE"
 	}
 	if len(o.args) != want {
-		c.errorf("pagepipe: need %s, got %d arguments\n", what, len(o.args))
-		c.errorf("Commandline parameter is invalid.\nTry `pagepipe --help' for more information.\n")
-		return exitFailed
+		return usageError(c, fmt.Errorf("%w: need %s, got %d arguments", errUsage, what, len(o.args)))
 	}
 	if err := confineCPUs(o.cpus); err != nil {
 		return fail(c, err)

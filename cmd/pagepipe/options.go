@@ -90,6 +90,24 @@ func (u unsupportedFlag) Set(string) error {
 // is invalid.").
 var errUsage = errors.New("commandline parameter is invalid")
 
+// getoptError is an error getopt_long itself reports, on stderr, as
+// "PROG: MESSAGE" (an unknown option, an ambiguous prefix, a missing
+// argument); makedumpfile then says "Commandline parameter is invalid.".
+type getoptError struct{ msg string }
+
+func (e *getoptError) Error() string { return e.msg }
+func (e *getoptError) Unwrap() error { return errUsage }
+
+// levelError is a -d or --message-level value out of range; makedumpfile
+// answers it with one common message, "Dump_level(N) is invalid." or
+// "Message_level(N) is invalid.", and nothing else.
+type levelError struct {
+	what  string // "Dump_level" or "Message_level"
+	value string
+}
+
+func (e *levelError) Error() string { return fmt.Sprintf("%s(%s) is invalid.", e.what, e.value) }
+
 func newFlagSet(o *options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("pagepipe", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -170,38 +188,54 @@ func newFlagSet(o *options) *pflag.FlagSet {
 // parseOptions parses makedumpfile's command line: options before or after
 // the positionals, clustered short options (-cd 31), --opt=N and --opt N,
 // and unique prefixes of long options (--message 7), as getopt_long takes.
+// On an error it still returns what it parsed (-F and --message-level say
+// where and whether the error's common messages are printed).
 func parseOptions(args []string) (*options, error) {
-	o := &options{}
+	o := &options{msgLevel: 7}
+	o.flatten = hasShortFlag(args, 'F') || hasLongFlag(args, "flatten")
 	fs := newFlagSet(o)
 	fs.Usage = func() {}
-	args, err := expandPrefixes(fs, args)
+	expanded, err := expandPrefixes(fs, args)
 	if err != nil {
-		return nil, err
+		// A message level on the line applies to the error's messages
+		// (getopt takes the options before the bad one).
+		for i, a := range args {
+			v, ok := strings.CutPrefix(a, "--message-level=")
+			if a == "--message-level" && i+1 < len(args) {
+				v, ok = args[i+1], true
+			}
+			if n, err := strconv.Atoi(v); ok && err == nil && n >= 0 && n <= 31 {
+				o.msgLevel = n
+			}
+		}
+		return o, err
 	}
+	args = expanded
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return o, pflagError(err)
 	}
 	o.args = fs.Args()
-	if o.levels, err = filter.ParseLevels(fs.Lookup("dump-level").Value.String()); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	if o.msgLevel < 0 || o.msgLevel > 31 {
+		return o, &levelError{"Message_level", strconv.Itoa(o.msgLevel)}
+	}
+	d := fs.Lookup("dump-level").Value.String()
+	if o.levels, err = filter.ParseLevels(d); err != nil {
+		return o, &levelError{"Dump_level", d}
 	}
 	o.mapSizeSet = fs.Changed("map-size")
 	if v := fs.Lookup("size-limit").Value.String(); v != "" {
 		if o.sizeLimit, err = memparse(v); err != nil {
-			return nil, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
+			return o, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
 		}
 	}
 	if len(o.unsupported) > 0 {
-		return nil, fmt.Errorf("%w: pagepipe does not support %s", errUsage, strings.Join(o.unsupported, ", "))
-	}
-	if o.msgLevel < 0 || o.msgLevel > 31 {
-		return nil, fmt.Errorf("Message_level(%d) is invalid", o.msgLevel)
+		return o, fmt.Errorf("%w: pagepipe does not support %s", errUsage, strings.Join(o.unsupported, ", "))
 	}
 	if o.mapSizeKiB <= 0 || o.mapSizeKiB%4 != 0 {
-		return nil, fmt.Errorf("%w: --map-size %d is not a positive multiple of the page size in KiB", errUsage, o.mapSizeKiB)
+		return o, fmt.Errorf("%w: --map-size %d is not a positive multiple of the page size in KiB", errUsage, o.mapSizeKiB)
 	}
 	if o.threads < 0 {
-		return nil, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
+		return o, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
 	}
 	if o.debug {
 		o.msgLevel |= 8
@@ -213,11 +247,11 @@ func parseOptions(args []string) (*options, error) {
 		o.threads = runtime.GOMAXPROCS(0)
 	}
 	if err := checkELFOptions(o); err != nil {
-		return nil, err
+		return o, err
 	}
 	if o.compress != 0 {
 		if _, err := codec.ByFlag(o.compress); err != nil {
-			return nil, err
+			return o, err
 		}
 	}
 	return o, nil
@@ -269,9 +303,9 @@ func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
 			case 1:
 				name = match[0]
 			case 0:
-				return nil, fmt.Errorf("%w: unrecognized option '--%s'", errUsage, name)
+				return nil, &getoptError{fmt.Sprintf("unrecognized option '--%s'", name)}
 			default:
-				return nil, fmt.Errorf("%w: option '--%s' is ambiguous; possibilities: --%s", errUsage, name, strings.Join(match, " --"))
+				return nil, &getoptError{fmt.Sprintf("option '--%s' is ambiguous; possibilities: '--%s'", name, strings.Join(match, "' '--"))}
 			}
 		}
 		if hasVal {
@@ -281,4 +315,60 @@ func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// pflagError turns pflag's parse errors into getopt_long's words where they
+// have a counterpart: makedumpfile's stderr shows getopt's line.
+func pflagError(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: --"):
+		return &getoptError{fmt.Sprintf("unrecognized option '%s'", strings.TrimPrefix(msg, "unknown flag: "))}
+	case strings.HasPrefix(msg, "unknown shorthand flag: "):
+		// "unknown shorthand flag: 'q' in -q"
+		if i := strings.Index(msg, "'"); i >= 0 && i+2 < len(msg) {
+			return &getoptError{fmt.Sprintf("invalid option -- '%c'", msg[i+1])}
+		}
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		name := strings.TrimPrefix(msg, "flag needs an argument: ")
+		if short, ok := strings.CutPrefix(name, "'"); ok && len(short) > 0 {
+			return &getoptError{fmt.Sprintf("option requires an argument -- '%c'", short[0])}
+		}
+		return &getoptError{fmt.Sprintf("option '%s' requires an argument", name)}
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// hasShortFlag tells whether a cluster of short options in args (before
+// "--") holds c, as -F or -lF.
+func hasShortFlag(args []string, c byte) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], c) >= 0 {
+			// Stop at a short option that takes the rest as its value.
+			for i := 1; i < len(a); i++ {
+				if a[i] == c {
+					return true
+				}
+				if strings.IndexByte("bdgiLx", a[i]) >= 0 {
+					break
+				}
+			}
+		}
+	}
+	return false
+}
+
+func hasLongFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--"+name {
+			return true
+		}
+	}
+	return false
 }
