@@ -7,7 +7,7 @@ DEMO_MIB ?= 512
 
 FUZZTIME ?= 20s
 
-.PHONY: build test demo bench bench-compare bench-filter bench-rss install deps fixtures lint fuzz clean
+.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling install deps fixtures lint fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/pagepipe
@@ -47,6 +47,16 @@ bench-compare: build deps
 # The page scan on a generated 64 GiB machine against makedumpfile's.
 bench-filter: build deps
 	bench/filter64.sh 5
+
+# The scaling study of docs/scaling.md, written into docs/scaling/: the
+# real fixture against makedumpfile on one and two CPUs, and a generated
+# 4 GiB 6.1 machine (cached on tmpfs) at 1 to 8 workers on one CPU.
+BENCH_TMP ?= $(if $(wildcard /dev/shm),/dev/shm,$(or $(TMPDIR),/tmp))
+bench-scaling: build deps
+	./$(BIN) bench --vs makedumpfile --workers 1,2 --cpus 1,2 --codec c --dump-level 31 --runs 3 \
+		--out docs/scaling/real "$$(fixtures/make-vmcore.sh | tail -n 1)/vmcore"
+	./$(BIN) bench --gen-size 4096 --profile 6.1 --work-dir $(BENCH_TMP)/pagepipe-bench --workers 1,2,4,8 --cpus 1 \
+		--codec c --dump-level 31 --runs 9 --out docs/scaling/gen4g
 
 # Peak RSS on a 1 GiB and a 64 GiB generated machine.
 bench-rss: build

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"pagepipe/bitmap"
+	"pagepipe/internal/cpuclock"
 	"pagepipe/source"
 )
 
@@ -64,6 +66,14 @@ type Plan struct {
 	Excluded Counts
 	// Scanned tells whether struct pages were read.
 	Scanned bool
+
+	// Wall is how long NewPlan took and ProcessCPU the process's CPU time
+	// over it; ScanCPU is the scan workers' part of that, measured on
+	// their own threads. The rest is serial: the bitmaps from the
+	// PT_LOADs, the spills, the count.
+	Wall       time.Duration
+	ProcessCPU cpuclock.Usage
+	ScanCPU    cpuclock.Usage
 }
 
 // NewPlan makes the plan: every pfn with data in the vmcore, less what the
@@ -75,19 +85,21 @@ func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, work
 	if k == nil && level.NeedsPageScan() {
 		return nil, fmt.Errorf("dump level %d needs the kernel's VMCOREINFO, which this vmcore lacks (makedumpfile: specify '-x' or '-i')", level)
 	}
+	start, startCPU := time.Now(), cpuclock.Process()
 	p := &Plan{Level: level, MaxMapnr: in.Pfns()}
 	if k != nil {
 		p.MaxMapnr = min(p.MaxMapnr, k.MemMap.MaxPFN())
 	}
 	p.Present, p.Dumpable = in.Bitmaps(p.MaxMapnr)
 	if k != nil && k.NeedsScan(level) {
-		counts, err := k.scan(ctx, level, p.Dumpable, workers)
+		counts, cpu, err := k.scan(ctx, level, p.Dumpable, workers)
 		if err != nil {
 			return nil, fmt.Errorf("exclude unnecessary pages: %w", err)
 		}
-		p.Excluded, p.Scanned = counts, true
+		p.Excluded, p.Scanned, p.ScanCPU = counts, true, cpu
 	}
 	p.NumDumpable = p.Dumpable.Count(0, p.Dumpable.Len())
+	p.Wall, p.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
 	return p, nil
 }
 

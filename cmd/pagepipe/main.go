@@ -4,7 +4,7 @@
 //
 //	pagepipe [-c|-l|-p|-z|--lz4] [-d LEVEL] [--num-threads N] VMCORE DUMPFILE
 //
-// and subcommands of its own: inspect, verify, gen-vmcore.
+// and subcommands of its own: inspect, verify, gen-vmcore, bench.
 package main
 
 import (
@@ -51,6 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runVerify(args[1:], stdout, stderr)
 		case "gen-vmcore":
 			return runGenVmcore(args[1:], stdout, stderr)
+		case "bench":
+			return runBench(args[1:], stdout, stderr)
 		}
 	}
 	return runDump(args, stdin, stdout, stderr)
@@ -148,6 +150,11 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := job.run(ctx); err != nil {
 		return fail(c, err)
+	}
+	if o.statsFile != "" {
+		if err := writeStats(o.statsFile, job); err != nil {
+			return fail(c, err)
+		}
 	}
 	if o.cpus != "" {
 		c.debug("%s\n", cpuReport())
@@ -247,6 +254,7 @@ Usage:
   pagepipe inspect DUMPFILE
   pagepipe verify VMCORE DUMPFILE
   pagepipe gen-vmcore [--size MIB] [--seed N] OUTPUT
+  pagepipe bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile] [--out DIR] VMCORE
 
 Options (makedumpfile's):
   -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)

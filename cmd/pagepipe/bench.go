@@ -1,0 +1,313 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"pagepipe/bench"
+	"pagepipe/internal/synth"
+	"pagepipe/source"
+)
+
+// runBench is `pagepipe bench`: a scaling study over a matrix of worker
+// counts, CPU sets, map sizes, codecs and dump levels, each run a child
+// process (this binary, or makedumpfile with --vs makedumpfile) pinned to
+// its CPUs. See docs/scaling.md.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	genSize := fs.Int("gen-size", 0, "generate a vmcore of this many MiB instead of reading VMCORE (cached)")
+	profile := fs.String("profile", "", "with --gen-size: a kernel machine of this era: "+strings.Join(synth.Profiles(), ", "))
+	seed := fs.Uint64("seed", synth.DefaultSeed, "with --gen-size: content seed")
+	workers := fs.String("workers", "1,2,4", "worker counts (--num-threads)")
+	cpus := fs.String("cpus", "", "CPU sets: each item a count N (the first N usable CPUs) or a range A-B (default: every usable CPU)")
+	mapSizes := fs.String("map-size", "default", "pagepipe's --map-size in KiB, or default (pread on an ordinary file)")
+	codecs := fs.String("codec", "c", "codecs: c, l, p, z, lz4, none")
+	levels := fs.String("dump-level", "31", "dump levels")
+	runs := fs.Int("runs", 3, "runs of each configuration (median, min, max)")
+	vs := fs.String("vs", "", "run the same jobs with this program too: makedumpfile")
+	outDir := fs.String("out", "", "write tables.txt, results.csv, results.json and the plots (PNG, SVG) here")
+	dumpDir := fs.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
+	workDir := fs.String("work-dir", "", "where a generated vmcore is cached (default: the fixture directory)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: pagepipe bench [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return exitFailed
+	}
+	failf := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pagepipe bench: "+format+"\n", a...)
+		return exitFailed
+	}
+	m, err := benchMatrix(fs, *workers, *cpus, *mapSizes, *codecs, *levels, *vs)
+	if err != nil {
+		return failf("%s", oneLine(err))
+	}
+	if *runs < 1 {
+		return failf("--runs %d: at least 1", *runs)
+	}
+	ctx, stop := stopOnSignals(&console{level: 4, stderr: stderr})
+	defer stop()
+
+	var vmcore string
+	switch {
+	case fs.NArg() == 1 && *genSize == 0:
+		vmcore = fs.Arg(0)
+	case fs.NArg() == 0 && *genSize > 0:
+		if vmcore, err = generatedVmcore(*workDir, *genSize, *profile, *seed, stderr); err != nil {
+			return failf("%s", oneLine(err))
+		}
+	default:
+		return failf("need VMCORE or --gen-size MIB (not both)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return failf("%s", oneLine(err))
+	}
+	r := &bench.Runner{Pagepipe: exe, Vmcore: vmcore, DumpDir: *dumpDir, Rounds: *runs, Progress: stderr, TTY: isTerminal(stderr)}
+	st := &bench.Study{
+		Command: "pagepipe bench " + strings.Join(args, " "),
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Vmcore:  vmcore,
+	}
+	if m.VsMakedumpfile {
+		if r.Makedumpfile, err = exec.LookPath("makedumpfile"); err != nil {
+			return failf("--vs makedumpfile: %s", oneLine(err))
+		}
+		st.Makedumpfile = makedumpfileVersion(r.Makedumpfile)
+	}
+	if r.BytesIn, err = memoryBytes(vmcore); err != nil {
+		return failf("%s", oneLine(err))
+	}
+	st.BytesIn = r.BytesIn
+	usable, err := bench.UsableCPUs()
+	if err != nil {
+		return failf("%s", oneLine(err))
+	}
+	st.UsableCPUs = bench.FormatCPUs(usable)
+
+	// What the machine gives, apart from the programs.
+	fmt.Fprintf(stderr, "bench: measuring the machine (source and sink rates, cores per CPU set)\n")
+	st.Machine.Capacity = map[string]float64{}
+	for _, set := range m.CPUs {
+		c, err := bench.Capacity(set)
+		if err != nil {
+			return failf("%s", oneLine(err))
+		}
+		st.Machine.Capacity[bench.FormatCPUs(set)] = c
+	}
+	if st.Machine.ReadRate, err = bench.ReadRate(vmcore, 1<<30); err != nil {
+		return failf("%s", oneLine(err))
+	}
+	if st.Machine.WriteRate, err = bench.WriteRate(*dumpDir); err != nil {
+		return failf("%s", oneLine(err))
+	}
+
+	cfgs, notes := m.Configs()
+	st.Notes = notes
+	if m.VsMakedumpfile {
+		st.Notes = append(st.Notes, "makedumpfile at 1 worker runs serially (no --num-threads); N > 1 is --num-threads N")
+	}
+	st.Notes = append(st.Notes, "every run is pinned to the CPUs of its row (the forking thread's CPU set); pagepipe's GOMAXPROCS follows")
+	st.Runs, err = r.Run(ctx, cfgs)
+	st.Notes = append(st.Notes, r.Notes...)
+	if err != nil {
+		return failf("%s", oneLine(err))
+	}
+	for _, run := range st.Runs {
+		if run.Program == bench.Pagepipe && run.GOMAXPROCS != len(run.CPUs) {
+			return failf("a pagepipe run on CPUs %s had GOMAXPROCS %d: the pinning did not take", run.CPUList(), run.GOMAXPROCS)
+		}
+	}
+	if err := st.Analyze(); err != nil {
+		return failf("%s", oneLine(err))
+	}
+	if err := bench.WriteTables(stdout, st); err != nil {
+		return failf("%s", oneLine(err))
+	}
+	if *outDir != "" {
+		paths, err := bench.WriteAll(*outDir, st)
+		if err != nil {
+			return failf("%s", oneLine(err))
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
+	}
+	return exitOK
+}
+
+// benchMatrix reads the matrix flags.
+func benchMatrix(fs *pflag.FlagSet, workers, cpus, mapSizes, codecs, levels, vs string) (bench.Matrix, error) {
+	var m bench.Matrix
+	var err error
+	if m.Workers, err = bench.ParseInts("workers", workers, 1); err != nil {
+		return m, err
+	}
+	usable, err := bench.UsableCPUs()
+	if err != nil {
+		return m, err
+	}
+	if cpus == "" {
+		cpus = strconv.Itoa(len(usable))
+	}
+	if m.CPUs, err = bench.ParseCPUSets(cpus, usable); err != nil {
+		return m, err
+	}
+	if m.MapSizes, err = bench.ParseMapSizes(mapSizes); err != nil {
+		return m, err
+	}
+	if m.Codecs, err = bench.ParseCodecs(codecs); err != nil {
+		return m, err
+	}
+	if m.Levels, err = bench.ParseLevels(levels); err != nil {
+		return m, err
+	}
+	switch vs {
+	case "":
+	case "makedumpfile":
+		m.VsMakedumpfile = true
+	default:
+		return m, fmt.Errorf("--vs %q: only makedumpfile", vs)
+	}
+	return m, nil
+}
+
+// defaultDumpDir is /dev/shm when the machine has it: the dumps are
+// written to memory, since a disk's speed is not what the bench measures.
+func defaultDumpDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// memoryBytes is the crashed machine's memory: pages with data × 4 KiB.
+func memoryBytes(vmcore string) (int64, error) {
+	v, err := source.OpenMemory(vmcore)
+	if err != nil {
+		return 0, fmt.Errorf("open vmcore: %w", err)
+	}
+	defer v.Close()
+	present, _ := v.Bitmaps(v.Pfns())
+	return int64(present.Count(0, present.Len())) * source.PageSize, nil
+}
+
+func makedumpfileVersion(path string) string {
+	out, _ := exec.Command(path, "-v").CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+// generatedVmcore returns a generated vmcore of sizeMiB after profile,
+// writing it on first use into dir (default: the fixture directory). The
+// file is keyed by its inputs and by this binary, since the generator is
+// part of it; older files of the same inputs are removed, as they may be
+// gigabytes on a tmpfs.
+func generatedVmcore(dir string, sizeMiB int, profile string, seed uint64, stderr io.Writer) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("PAGEPIPE_FIXTURES")
+		if dir == "" {
+			dir = filepath.Join(os.TempDir(), "pagepipe-fixtures")
+		}
+	}
+	spec := synth.Default(sizeMiB)
+	if profile != "" {
+		spec = synth.KernelMachine(profile, sizeMiB)
+	}
+	spec.Seed = seed
+	if err := spec.Validate(); err != nil {
+		return "", fmt.Errorf("--gen-size %d --profile %q: %w", sizeMiB, profile, err)
+	}
+	exeHash, err := executableHash()
+	if err != nil {
+		return "", err
+	}
+	prefix := fmt.Sprintf("gen-%dM-%s-%x-", sizeMiB, cmp(profile, "default"), seed)
+	path := filepath.Join(dir, prefix+exeHash+".vmcore")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("--work-dir: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.vmcore"))
+	for _, o := range old {
+		os.Remove(o)
+	}
+	fmt.Fprintf(stderr, "bench: generating %s\n", path)
+	tmp := path + ".tmp"
+	if err := synth.WriteFile(tmp, spec); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("generate vmcore: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("generate vmcore: %w", err)
+	}
+	return path, nil
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// executableHash is the first 12 hex digits of this binary's SHA-256.
+func executableHash() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "", fmt.Errorf("hash the executable: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash the executable: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// writeStats writes the --stats-file of a finished dump: what pagepipe
+// bench reads about the run besides its rusage.
+func writeStats(path string, j *dumpJob) error {
+	p, s := j.plan, j.stats
+	sec := func(d time.Duration) float64 { return d.Seconds() }
+	return bench.WriteChildStats(path, bench.ChildStats{
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Workers:     j.opts.threads,
+		Pfns:        p.MaxMapnr,
+		Dumped:      s.Pages,
+		ZeroPages:   s.ZeroPages,
+		DataBytes:   s.DataBytes,
+		MaxRSSKiB:   bench.PeakRSS(),
+		FilterWall:  sec(p.Wall),
+		FilterCPU:   sec(p.ProcessCPU.Total()),
+		ScanCPU:     sec(p.ScanCPU.Total()),
+		CopyWall:    sec(s.Wall),
+		CopyCPU:     sec(s.ProcessCPU.Total()),
+		ReadCPU:     sec(s.CPU.Read),
+		CompressCPU: sec(s.CPU.Compress),
+		ReorderCPU:  sec(s.CPU.Reorder),
+		WriteCPU:    sec(s.CPU.Write),
+	})
+}

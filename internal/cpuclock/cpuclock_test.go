@@ -1,0 +1,37 @@
+package cpuclock
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Spinning on a locked thread shows up in that thread's user time and in
+// the process's, and never runs backwards.
+func TestThreadCountsItsOwnWork(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p0, t0 := Process(), Thread()
+	x := 1
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+		x = x*31 + 7
+	}
+	_ = x
+	p1, t1 := Process(), Thread()
+	if d := t1.Sub(t0).Total(); d <= 0 || d > time.Second {
+		t.Errorf("thread CPU over a 50 ms spin: %v", d)
+	}
+	if p1.Sub(p0).Total() < t1.Sub(t0).Total()/2 {
+		t.Errorf("process CPU %v less than half the thread's %v", p1.Sub(p0).Total(), t1.Sub(t0).Total())
+	}
+}
+
+// BenchmarkThread is the cost of one reading, paid twice per chunk of 256
+// pages by each stage (docs/scaling.md).
+func BenchmarkThread(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for b.Loop() {
+		Thread()
+	}
+}
