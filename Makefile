@@ -7,7 +7,7 @@ DEMO_MIB ?= 512
 
 FUZZTIME ?= 20s
 
-.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling install deps fixtures lint fuzz clean
+.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling install deps fixtures lint fuzz fuzz-corpus clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/pagepipe
@@ -72,6 +72,13 @@ fuzz:
 			echo "fuzz $$pkg $$f"; \
 			$(GO) test -tags lzo2 -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 		done; \
+	done
+
+# Rewrite the committed fuzz seed corpora (testdata/fuzz/*/seed-*) from
+# their generators (each package's TestFuzzSeedCorpus; internal/fuzzcorpus).
+fuzz-corpus:
+	@for pkg in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+		$(GO) test -run '^TestFuzzSeedCorpus$$' ./$$pkg/ -args -update-fuzz-corpus || exit 1; \
 	done
 
 # The static binary and the man page; MAKEDUMPFILE_LINK=1 also installs

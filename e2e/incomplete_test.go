@@ -2,25 +2,39 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
 
+// The incomplete-dump tests run on the nokaslr fixture: the kernel image
+// sits at 16 MiB physical, so every cut keeps it. (With KASLR the default
+// fixture's kernel landed near the top of RAM, and any cut lost it.)
+func nokaslrVmcore(t *testing.T) fixture.Paths {
+	return fixture.Real(t, fixture.Options{Cmdline: "nokaslr"})
+}
+
 // checkIncomplete asserts what a dump cut short must be: exit 1 with
 // makedumpfile's message, the INCOMPLETE flag, fewer pages than the full
 // dump, and every page it still holds read by libkdumpfile and drgn equal
 // to the vmcore (the lost ones read as missing), and by pagepipe verify.
-func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, full judge.Pages) {
+// It returns the first pfn the dump lost.
+func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, full judge.Pages) uint64 {
 	t.Helper()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want 1\n%s", err, out)
@@ -41,12 +55,18 @@ func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, f
 		t.Fatalf("%d of %d pages kept: not cut short", kept, len(full))
 	}
 	want := judge.Pages{}
+	lost := d.MaxMapnr
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		h, ok := full[pfn]
 		if !ok {
 			t.Fatalf("pfn %#x is in the cut dump but not in the full one", pfn)
 		}
 		want[pfn] = h
+	}
+	for pfn := range full {
+		if _, ok := want[pfn]; !ok && pfn < lost {
+			lost = pfn
+		}
 	}
 	ranges := allPFNs(t, dump)
 	if diff := want.Diff(judge.Libkdumpfile(t, dump, ranges)); diff != "" {
@@ -58,75 +78,385 @@ func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, f
 	if out, err := execOut(bin, "verify", vmcore, dump); err != nil {
 		t.Errorf("verify: %v %s", err, out)
 	}
+	return lost
 }
 
-// -L stops the dump at the size limit and leaves it valid and marked.
+// crash and incomplete dumps.
+//
+// A dump cut short keeps the pages of the lowest pfns; what crash needs
+// to start a session sits at the top of RAM, where the kernel's early
+// allocator (memblock, top down) put it:
+//
+//   - the per-cpu areas: crash reads current_task, runqueues and the TSS
+//     of every CPU while it starts; with them lost it stops ("page
+//     excluded: … current_task (per_cpu)", or with --zero_excluded
+//     "cannot determine idle task addresses from init_tasks[] or
+//     runqueues[]");
+//   - the page-table pages of the cpu_entry_area mapping (the very last
+//     pages of RAM on the fixture): crash's x86_64 setup probes the
+//     exception stacks there with accessible(), which is meant to fail
+//     quietly, but the walk reads the page tables with FILL_PUD, which is
+//     FAULT_ON_ERROR (crash defs.h): a lost PUD page ends the session
+//     ("page excluded: physical address: 3ffd1000  type: \"pud page\"").
+//
+// So crash can open no dump cut in pfn order — pagepipe's or
+// makedumpfile's — without --zero_excluded (which makes missing pages read
+// as zeros, and which crash's own warning suggests for incomplete dumps),
+// and with it only a dump that still holds the per-cpu areas. The tests
+// cut there: past the per-cpu areas, before the end.
+
+// perCPUEnd returns the first pfn above every CPU's per-cpu area in the
+// fixture's vmcore: the largest __per_cpu_offset plus pcpu_unit_size
+// (x86_64 per-cpu areas are addressed from 0, so an offset is the area's
+// direct-map address), read from the vmcore at the symbols of the debug
+// vmlinux.
+func perCPUEnd(t *testing.T, fx fixture.Paths, vmlinux string) uint64 {
+	t.Helper()
+	perCPU.Lock()
+	defer perCPU.Unlock()
+	if end, ok := perCPU.m[fx.Vmcore]; ok {
+		return end
+	}
+	end := readPerCPUEnd(t, fx, vmlinux)
+	perCPU.m[fx.Vmcore] = end
+	return end
+}
+
+var perCPU = struct {
+	sync.Mutex
+	m map[string]uint64
+}{m: map[string]uint64{}}
+
+func readPerCPUEnd(t *testing.T, fx fixture.Paths, vmlinux string) uint64 {
+	t.Helper()
+	info, err := fixture.ReadInfo(fx.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(k string) uint64 {
+		v, err := strconv.ParseUint(strings.TrimPrefix(info[k], "0x"), 16, 64)
+		if err != nil {
+			t.Fatalf("fixture info %s=%q: %v", k, info[k], err)
+		}
+		return v
+	}
+	pageOffset, textVaddr, textPaddr := num("page_offset"), num("kernel_text_vaddr"), num("kernel_text_paddr")
+	f, err := elf.Open(vmlinux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatalf("%s: %v", vmlinux, err)
+	}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if s.Name == "__per_cpu_offset" || s.Name == "pcpu_unit_size" {
+			addr[s.Name] = s.Value
+		}
+	}
+	v, err := source.Open(fx.Vmcore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	read := func(name string, n int) []byte {
+		a, ok := addr[name]
+		if !ok {
+			t.Fatalf("%s: no symbol %s", vmlinux, name)
+		}
+		b := make([]byte, n)
+		if err := v.ReadPhys(a-textVaddr+textPaddr, b); err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		return b
+	}
+	_, cpus, _, _ := v.Notes()
+	unit := uint64(binary.LittleEndian.Uint32(read("pcpu_unit_size", 4)))
+	offs := read("__per_cpu_offset", 8*cpus)
+	var end uint64
+	for i := range cpus {
+		o := binary.LittleEndian.Uint64(offs[8*i:])
+		if o < pageOffset {
+			t.Fatalf("cpu %d: __per_cpu_offset %#x is not a direct-map address", i, o)
+		}
+		end = max(end, (o-pageOffset+unit+source.PageSize-1)/source.PageSize)
+	}
+	if cpus == 0 || unit == 0 || end > v.MaxMapnr {
+		t.Fatalf("per-cpu areas: %d cpus, unit %#x, end pfn %#x of %#x", cpus, unit, end, v.MaxMapnr)
+	}
+	return end
+}
+
+// maxWrite is the most bytes pagepipe's kdump writer puts down at once
+// (sink's 1 MiB data buffer; one pipeline chunk's data is at most 256
+// pages): a write that ends by offset X holds every page whose data ends
+// before X - maxWrite.
+const maxWrite = 1 << 20
+
+// dataEnd returns where, in the complete dump ref, the data of the
+// dumpable pages below pfn ends.
+func dataEnd(t *testing.T, ref string, pfn uint64) int64 {
+	t.Helper()
+	d, err := source.OpenDump(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var end int64
+	for p := d.Dumpable.NextSet(0); p < pfn && p < d.MaxMapnr; p = d.Dumpable.NextSet(p + 1) {
+		desc, err := d.Desc(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = max(end, desc.Offset+int64(desc.Size))
+	}
+	return end
+}
+
+var crashCommands = []string{"sys", "log", "ps"}
+
+// checkCrash asserts what crash --zero_excluded makes of an incomplete
+// dump of the fixture (output as judge.CrashRun returns it): it opens it,
+// warns that it is incomplete, names the fixture's kernel release, and its
+// log holds every kernel line the guest printed on its console.
+func checkCrash(t *testing.T, fx fixture.Paths, out string) {
+	t.Helper()
+	info, err := fixture.ReadInfo(fx.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"This dumpfile is incomplete.", "RELEASE: " + info["osrelease"], "[swapper/0]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("crash output lacks %q:\n%s", want, head(out, 40))
+		}
+	}
+	serial, err := os.ReadFile(filepath.Join(fx.Dir, "serial.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// crash prints a record's continuation lines indented where the
+	// console repeats the timestamp.
+	stamp := regexp.MustCompile(`^\[ *\d+\.\d+\] `)
+	inLog := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if loc := stamp.FindStringIndex(l); loc != nil {
+			inLog[l[loc[1]:]] = true
+		} else if strings.HasPrefix(l, strings.Repeat(" ", 15)) {
+			inLog[l[15:]] = true
+		}
+	}
+	n, missing := 0, []string{}
+	for _, l := range strings.Split(strings.ReplaceAll(string(serial), "\r", ""), "\n") {
+		if loc := stamp.FindStringIndex(l); loc != nil {
+			n++
+			if !inLog[l[loc[1]:]] {
+				missing = append(missing, l)
+			}
+		}
+	}
+	if n < 100 || len(missing) > 0 {
+		t.Errorf("crash's log lacks %d of the %d kernel lines of the guest's console, first %q", len(missing), n, missing[:min(len(missing), 3)])
+	}
+}
+
+// crashPair runs crash on two dumps at once (each session takes seconds
+// of loading the debug vmlinux) with the same options and commands.
+func crashPair(options []string, vmlinux, a, b string, commands ...string) (outA, outB string, errA, errB error) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		outB, errB = judge.CrashRun(options, vmlinux, b, commands...)
+	}()
+	outA, errA = judge.CrashRun(options, vmlinux, a, commands...)
+	wg.Wait()
+	return
+}
+
+// -L stops the dump at the size limit and leaves it valid and marked. The
+// limit cuts past the per-cpu areas, so crash opens the dump too, and
+// makedumpfile's dump at the same limit (the full -l dumps are
+// byte-identical) reads the same in crash.
 func TestRealSizeLimitLeavesValidIncompleteDump(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
-	ref := dump(t, "makedumpfile", vmcore, "-c", "-d", "31")
-	full := expectedPages(t, vmcore, ref)
-	out := filepath.Join(t.TempDir(), "limited")
-	b, err := exec.Command(bin, "-c", "-d", "31", "-L", "20M", vmcore, out).CombinedOutput()
-	checkIncomplete(t, vmcore, out, err, b, full)
-	if st, err := os.Stat(out); err != nil || st.Size() > 20<<20 {
-		t.Errorf("file size %v past -L 20M (%v)", st.Size(), err)
+	t.Parallel()
+	fx := nokaslrVmcore(t)
+	vmlinux := fixture.DebugVmlinux(t)
+	ref := dump(t, "pagepipe", fx.Vmcore, "-l", "-d", "31")
+	full := expectedPages(t, fx.Vmcore, ref)
+	keep := perCPUEnd(t, fx, vmlinux)
+	limit := dataEnd(t, ref, keep) + maxWrite
+	arg := strconv.FormatInt(limit, 10)
+
+	dir := t.TempDir()
+	out, theirs := filepath.Join(dir, "limited"), filepath.Join(dir, "makedumpfile")
+	b, err := exec.Command(bin, "-l", "-d", "31", "-L", arg, fx.Vmcore, out).CombinedOutput()
+	if lost := checkIncomplete(t, fx.Vmcore, out, err, b, full); lost < keep {
+		t.Fatalf("-L %d lost pfn %#x, below the end of the per-cpu areas %#x", limit, lost, keep)
+	}
+	if st, err := os.Stat(out); err != nil {
+		t.Error(err)
+	} else if st.Size() > limit {
+		t.Errorf("file size %d past -L %d", st.Size(), limit)
+	}
+	mb, err := exec.Command("makedumpfile", "-l", "-d", "31", "-L", arg, fx.Vmcore, theirs).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !bytes.Contains(mb, []byte("incomplete dumpfile")) {
+		t.Fatalf("makedumpfile -L %d: %v, want an incomplete dump\n%s", limit, err, mb)
+	}
+
+	zero := []string{"--zero_excluded"}
+	a, c, errA, errC := crashPair(zero, vmlinux, out, theirs, crashCommands...)
+	if errA != nil || errC != nil {
+		t.Fatalf("crash --zero_excluded: on pagepipe's dump %v, on makedumpfile's %v\n%s\n%s", errA, errC, head(a, 20), head(c, 20))
+	}
+	checkCrash(t, fx, a)
+	if a != c {
+		t.Errorf("crash reads pagepipe's and makedumpfile's incomplete dumps differently:\npagepipe:\n%s\nmakedumpfile:\n%s", head(a, 40), head(c, 40))
+	}
+	// Without --zero_excluded crash stops at the lost page-table page, on
+	// both dumps alike: it calls a lost page "excluded" in pagepipe's
+	// (out of the 2nd bitmap) and "incomplete" in makedumpfile's (a zeroed
+	// descriptor).
+	a, c, _, _ = crashPair(nil, vmlinux, out, theirs, "sys")
+	if a != strings.ReplaceAll(c, "page incomplete:", "page excluded:") {
+		t.Errorf("without --zero_excluded crash differs:\npagepipe:\n%s\nmakedumpfile:\n%s", head(a, 20), head(c, 20))
 	}
 }
 
 // A full disk (a tmpfs too small for the dump) gives the same guarantees.
 func TestRealDiskFullLeavesValidIncompleteDump(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
-	full := expectedPages(t, vmcore, dump(t, "makedumpfile", vmcore, "-c", "-d", "31"))
+	t.Parallel()
+	fx := nokaslrVmcore(t)
+	vmlinux := fixture.DebugVmlinux(t)
+	ref := dump(t, "pagepipe", fx.Vmcore, "-c", "-d", "31")
+	full := expectedPages(t, fx.Vmcore, ref)
+	keep := perCPUEnd(t, fx, vmlinux)
+	size := (dataEnd(t, ref, keep) + maxWrite + 4095) / 4096 * 4096
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
 	}
 	defer exec.Command("umount", mnt).Run()
 	out := filepath.Join(mnt, "dump")
-	b, err := exec.Command(bin, "-c", "-d", "31", vmcore, out).CombinedOutput()
+	b, err := exec.Command(bin, "-c", "-d", "31", fx.Vmcore, out).CombinedOutput()
 	if !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("no ENOSPC message in:\n%s", b)
 	}
-	// Read it from a roomier place: the judges need no space, but keep the
-	// tmpfs as the dump left it.
-	checkIncomplete(t, vmcore, out, err, b, full)
+	if lost := checkIncomplete(t, fx.Vmcore, out, err, b, full); lost < keep {
+		t.Fatalf("a %d-byte disk lost pfn %#x, below the end of the per-cpu areas %#x", size, lost, keep)
+	}
+	checkCrash(t, fx, judge.CrashWith(t, []string{"--zero_excluded"}, vmlinux, out, crashCommands...))
 }
 
-// SIGTERM during the copy, at 30 %, 60 % and 90 % of it, finishes the same
-// way.
+// signalAt sends cmd SIGTERM once out has grown to target bytes. Where
+// the rest of the copy takes only milliseconds (a target near the end, a
+// fast ELF copy), it freezes the process (SIGSTOP) once out reaches
+// stepFrom bytes and then lets it run in slices of 50 µs (SIGCONT, SIGSTOP) until the target is reached, so that the
+// signal lands before the end, and in slices until it exits; stepFrom < 0
+// never freezes it.
+func signalAt(t *testing.T, cmd *exec.Cmd, out string, target, stepFrom int64) {
+	t.Helper()
+	stopped := false
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		fi, err := os.Stat(out)
+		if err == nil && fi.Size() >= target {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the dump never reached its target size")
+		}
+		switch {
+		case stopped:
+			slice(cmd)
+		case stepFrom >= 0 && err == nil && fi.Size() >= stepFrom:
+			cmd.Process.Signal(syscall.SIGSTOP)
+			stopped = true
+		default:
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.Logf("SIGTERM at %d bytes (target %d, frozen from %d: %v)", func() int64 { fi, _ := os.Stat(out); return fi.Size() }(), target, stepFrom, stopped)
+	cmd.Process.Signal(syscall.SIGTERM)
+	// Keep it in slices until it exits, so that the copy cannot outrun
+	// the signal's handling.
+	for stopped && time.Now().Before(deadline) {
+		slice(cmd)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err != nil || exited(b) {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// slice lets a frozen process run for about 50 µs (timed by spinning:
+// a sleep that short overshoots) and freezes it again.
+func slice(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGCONT)
+	for start := time.Now(); time.Since(start) < 50*time.Microsecond; {
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// exited tells from /proc/PID/stat whether the process is a zombie.
+func exited(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// SIGTERM during the copy, at 30 %, 60 % and 90 % of it, and once the
+// per-cpu areas are written, finishes the same way; crash opens the last.
 func TestRealSigtermLeavesValidIncompleteDump(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
-	ref := dump(t, "pagepipe", vmcore, "-c", "-d", "1")
+	t.Parallel()
+	fx := nokaslrVmcore(t)
+	vmlinux := fixture.DebugVmlinux(t)
+	ref := dump(t, "pagepipe", fx.Vmcore, "-c", "-d", "1")
 	st, err := os.Stat(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := expectedPages(t, vmcore, ref)
-	for _, pct := range []int64{30, 60, 90} {
-		t.Run(fmt.Sprintf("%dpct", pct), func(t *testing.T) {
+	full := expectedPages(t, fx.Vmcore, ref)
+	keep := perCPUEnd(t, fx, vmlinux)
+	cuts := []struct {
+		name   string
+		target int64 // file size at which to send the signal
+	}{
+		{"30pct", st.Size() * 30 / 100},
+		{"60pct", st.Size() * 60 / 100},
+		{"90pct", st.Size() * 90 / 100},
+		{"percpu", dataEnd(t, ref, keep)},
+	}
+	for _, c := range cuts {
+		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "dump")
-			// One worker on one CPU: slow enough to be caught mid-copy.
-			cmd := exec.Command(bin, "--cpus", "1", "--num-threads", "1", "-c", "-d", "1", vmcore, out)
+			// One worker on one CPU: slow enough to be caught mid-copy. (Run
+			// in slices, the last cut leaves the second CPU to the signal's
+			// handling.)
+			args := []string{"--cpus", "1", "--num-threads", "1", "-c", "-d", "1", fx.Vmcore, out}
+			if c.name == "percpu" {
+				args = args[2:]
+			}
+			cmd := exec.Command(bin, args...)
 			var buf bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &buf, &buf
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			target := st.Size() * pct / 100
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				if fi, err := os.Stat(out); err == nil && fi.Size() >= target {
-					break
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatal("the dump never reached its target size")
-				}
-				time.Sleep(2 * time.Millisecond)
+			stepFrom := int64(-1)
+			if c.name == "percpu" {
+				stepFrom = c.target / 2
 			}
-			cmd.Process.Signal(syscall.SIGTERM)
+			signalAt(t, cmd, out, c.target, stepFrom)
 			err := cmd.Wait()
-			checkIncomplete(t, vmcore, out, err, buf.Bytes(), full)
+			lost := checkIncomplete(t, fx.Vmcore, out, err, buf.Bytes(), full)
+			if c.name == "percpu" {
+				if lost < keep {
+					t.Fatalf("lost pfn %#x, below the end of the per-cpu areas %#x", lost, keep)
+				}
+				checkCrash(t, fx, judge.CrashWith(t, []string{"--zero_excluded"}, vmlinux, out, crashCommands...))
+			}
 		})
 	}
 }

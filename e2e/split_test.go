@@ -11,6 +11,7 @@ import (
 
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
+	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
 
@@ -177,5 +178,96 @@ func TestRealReassembleRefusesMissingPart(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("output left behind: %v", err)
+	}
+}
+
+// A full disk during --split leaves every file valid: the files written
+// before it filled up stay complete (byte-identical to a split on a roomy
+// disk), the file being written and those after it are marked INCOMPLETE
+// with their lost pages out of their 2nd bitmap (within their own pfn
+// range), and libkdumpfile reads every part, each page it holds equal to
+// the vmcore. --reassemble joins such parts into an incomplete dump (exit
+// 1, the dump kept, valid and marked) holding every page the parts hold.
+func TestRealSplitDiskFullLeavesValidIncompleteParts(t *testing.T) {
+	vmcore := realVmcore(t).Vmcore
+	args := []string{"-l", "-d", "31", "--splitblock-size", "4096"}
+	full := expectedPages(t, vmcore, dump(t, "pagepipe", vmcore, "-l", "-d", "31"))
+	roomy := splitFiles(t, "pagepipe", vmcore, 3, args...)
+	size := func(p string) int64 {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	// Room for the first part and half the second.
+	disk := (size(roomy[0]) + size(roomy[1])/2 + 4095) / 4096 * 4096
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", disk), "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	var parts []string
+	for _, n := range []string{"a", "b", "c"} {
+		parts = append(parts, filepath.Join(mnt, n))
+	}
+	b, err := exec.Command(bin, append(append(append([]string{"--split"}, args...), vmcore), parts...)...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1\n%s", err, b)
+	}
+	for _, want := range []string{"no space left on device", "Incomplete split files: " + parts[1] + ", " + parts[2] + ".", "This is an incomplete dumpfile, but might analyzable."} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %q in:\n%s", want, b)
+		}
+	}
+	equalFiles(t, parts[0], roomy[0])
+
+	kept := judge.Pages{}
+	for i, p := range parts {
+		d, err := source.OpenDump(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := d.Sub.StartPFN64, d.Sub.EndPFN64
+		want, all := judge.Pages{}, 0
+		for pfn, h := range full {
+			if pfn >= lo && pfn < hi {
+				all++
+				if d.Dumpable.Test(pfn) {
+					want[pfn], kept[pfn] = h, h
+				}
+			}
+		}
+		incomplete := d.Header.Status&kdumpfmt.StatusIncomplete != 0
+		d.Close()
+		if incomplete != (i > 0) {
+			t.Errorf("%s: INCOMPLETE %v, want %v", p, incomplete, i > 0)
+		}
+		if (len(want) < all) != (i > 0) || all == 0 {
+			t.Errorf("%s: %d of the %d pages of pfns [%#x, %#x) kept", p, len(want), all, lo, hi)
+		}
+		if diff := want.Diff(judge.Libkdumpfile(t, p, allPFNs(t, p))); diff != "" {
+			t.Errorf("libkdumpfile on %s:\n%s", p, diff)
+		}
+	}
+
+	out := filepath.Join(t.TempDir(), "reassembled")
+	b, err = exec.Command(bin, append(append([]string{"--reassemble"}, parts...), out)...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(b), "reassembled from incomplete split files") {
+		t.Fatalf("--reassemble: exit %v, want 1 and the reason\n%s", err, b)
+	}
+	d, err := source.OpenDump(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Header.Status&kdumpfmt.StatusIncomplete == 0 || d.NumDumpable() != uint64(len(kept)) {
+		t.Errorf("reassembled: status %#x, %d pages, want INCOMPLETE and the parts' %d", d.Header.Status, d.NumDumpable(), len(kept))
+	}
+	d.Close()
+	if diff := kept.Diff(judge.Libkdumpfile(t, out, allPFNs(t, out))); diff != "" {
+		t.Errorf("libkdumpfile on the reassembled dump:\n%s", diff)
+	}
+	if o, err := execOut(bin, "verify", vmcore, out); err != nil {
+		t.Errorf("verify: %v %s", err, o)
 	}
 }

@@ -398,3 +398,71 @@ func (e *ELF) Close() error {
 	e.data = e.data[:0]
 	return nil
 }
+
+// DumpELFIncomplete is the e_flags bit that marks an ELF dump cut short
+// (makedumpfile's and crash's DUMP_ELF_INCOMPLETE).
+const DumpELFIncomplete = 0x1
+
+// Abort finishes an ELF dump that cannot be completed (disk full, -L, a
+// signal) so that it stays a valid ELF file whose program headers describe
+// only what landed, as makedumpfile marks it:
+//
+//   - a PT_LOAD whose data all landed keeps its header; one whose data
+//     partly landed is cut to the whole pages that did (p_filesz = p_memsz,
+//     so the rest is not described: readers find it missing, not zero); one
+//     with none of its data is dropped, and e_phnum (or section header 0's
+//     sh_info, with extended numbering) counts the rest. A PT_LOAD with no
+//     file bytes (excluded pages only) stays: it holds no data to lose;
+//   - e_flags gets DUMP_ELF_INCOMPLETE.
+//
+// The program header area and the ELF header were written first, so
+// rewriting them needs no new space. Abort returns the first error that
+// stops it.
+func (e *ELF) Abort() error {
+	const ps = elfPageSize
+	landed := e.dataNext // the data cache goes out in order: all before this is on disk
+	kept := &ELFLayout{}
+	for _, ld := range e.l.Loads {
+		switch {
+		case ld.FileSize == 0 || ld.Offset+ld.FileSize <= landed:
+		case ld.Offset >= landed:
+			continue
+		default:
+			end := (ld.Paddr + (landed - ld.Offset)) / ps * ps
+			if end <= ld.Paddr {
+				continue
+			}
+			ld.FileSize = end - ld.Paddr
+			ld.MemSize = ld.FileSize
+		}
+		kept.Loads = append(kept.Loads, ld)
+	}
+	area := make([]byte, phdrSize*e.l.PhNum)
+	copy(area, e.l.NotePhdr[:])
+	for i := range kept.Loads {
+		copy(area[phdrSize*(i+1):], kept.phdr(i))
+	}
+	e.hdr = e.hdr[:0]
+	e.data = e.data[:0]
+	if err := e.writeAt(area, ehdrSize); err != nil {
+		return fmt.Errorf("rewrite the program headers: %w", err)
+	}
+	le := binary.LittleEndian
+	phnum := 1 + uint64(len(kept.Loads))
+	if e.l.Xnum {
+		var n [4]byte
+		le.PutUint32(n[:], uint32(phnum))
+		if err := e.writeAt(n[:], ehdrSize+phdrSize*e.l.PhNum+44); err != nil {
+			return fmt.Errorf("rewrite sh_info: %w", err)
+		}
+	}
+	ehdr := e.l.Ehdr
+	if !e.l.Xnum {
+		le.PutUint16(ehdr[56:], uint16(phnum))
+	}
+	le.PutUint32(ehdr[48:], le.Uint32(ehdr[48:])|DumpELFIncomplete)
+	if err := e.writeAt(ehdr[:], 0); err != nil {
+		return fmt.Errorf("mark the dump incomplete: %w", err)
+	}
+	return nil
+}

@@ -497,3 +497,87 @@ func TestELFWriterErrors(t *testing.T) {
 		t.Errorf("failed write: %v", err)
 	}
 }
+
+// An ELF dump stopped by a write error (a full disk, -L) is finished by
+// Abort as a valid ELF file: e_flags has DUMP_ELF_INCOMPLETE, every
+// PT_LOAD left is one of the layout's or a whole-page prefix of one whose
+// bytes are all in the file and right, the lost ones are gone from the
+// program headers, and the excluded-only PT_LOADs stay.
+func TestELFAbort(t *testing.T) {
+	segs := []ELFSegment{
+		{Paddr: 0x200000, Vaddr: 0xffffffff81000000, MemSize: 600 * pg, Flags: 7},
+		{Paddr: 0x800, Vaddr: 0xffff888000000800, MemSize: 0x200000 + 700*pg - 0x800},
+		{Paddr: 0x10000000, Vaddr: 0xffff888010000000, MemSize: 50*pg + 0x123},
+	}
+	keep := keepAllBut(0x10000+51, [2]uint64{0x100, 0x180}, [2]uint64{0x200 + 10, 0x200 + 300}, [2]uint64{0x200 + 600, 0x200 + 610})
+	notes := bytes.Repeat([]byte("note"), 0x1348/4)
+	l := NewELFLayout(inputEhdr(), notePhdr(uint64(len(notes))), uint64(len(notes)), segs, keep)
+	for _, cut := range []uint64{l.DataOffset + 3*elfCacheSize + 100, l.DataOffset + (l.Size-l.DataOffset)/2, l.Size - 1} {
+		out := &memOutput{fail: int64(cut)}
+		e, err := NewELF(out, l, notes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, pg)
+		err = nil
+	write:
+		for _, r := range l.PageRuns() {
+			for pfn := r.Pfn; pfn < r.Pfn+r.Pages; pfn++ {
+				testPage(pfn, buf)
+				if err = e.WritePages([]Page{{Size: pg}}, buf); err != nil {
+					break write
+				}
+			}
+		}
+		if err == nil {
+			err = e.Close()
+		}
+		if err == nil {
+			t.Fatalf("cut at %d: no write error", cut)
+		}
+		if err := e.Abort(); err != nil {
+			t.Fatalf("cut at %d: Abort: %v", cut, err)
+		}
+		f, err := elf.NewFile(bytes.NewReader(out.buf))
+		if err != nil {
+			t.Fatalf("cut at %d: not an ELF file: %v", cut, err)
+		}
+		if fl := binary.LittleEndian.Uint32(out.buf[48:]); fl&DumpELFIncomplete == 0 {
+			t.Errorf("cut at %d: e_flags %#x", cut, fl)
+		}
+		if f.Progs[0].Type != elf.PT_NOTE {
+			t.Fatalf("cut at %d: first program header %+v", cut, f.Progs[0].ProgHeader)
+		}
+		var data, all uint64
+		for _, ld := range l.Loads {
+			all += ld.FileSize
+		}
+		for _, p := range f.Progs[1:] {
+			var w *ELFLoad
+			for i := range l.Loads {
+				if l.Loads[i].Paddr == p.Paddr && l.Loads[i].Offset == p.Off {
+					w = &l.Loads[i]
+				}
+			}
+			switch {
+			case p.Type != elf.PT_LOAD || w == nil:
+				t.Fatalf("cut at %d: program header %+v is none of the layout's", cut, p.ProgHeader)
+			case p.Off+p.Filesz > uint64(len(out.buf)):
+				t.Errorf("cut at %d: PT_LOAD %#x: data past the end of the file", cut, p.Paddr)
+			case p.Filesz != w.FileSize && (p.Filesz > w.FileSize || p.Memsz != p.Filesz || (p.Paddr+p.Filesz)%pg != 0):
+				t.Errorf("cut at %d: PT_LOAD %#x: filesz %#x memsz %#x of %#x/%#x", cut, p.Paddr, p.Filesz, p.Memsz, w.FileSize, w.MemSize)
+			}
+			data += p.Filesz
+			for a := p.Paddr; a < p.Paddr+p.Filesz; a = (a/pg + 1) * pg {
+				testPage(a/pg, buf)
+				n := min((a/pg+1)*pg, p.Paddr+p.Filesz) - a
+				if off := p.Off + a - p.Paddr; !bytes.Equal(out.buf[off:off+n], buf[a%pg:a%pg+n]) {
+					t.Fatalf("cut at %d: PT_LOAD %#x: bytes at %#x differ", cut, p.Paddr, a)
+				}
+			}
+		}
+		if data == 0 || data >= all {
+			t.Errorf("cut at %d: %d of %d bytes described", cut, data, all)
+		}
+	}
+}

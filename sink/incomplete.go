@@ -56,7 +56,7 @@ func (k *Kdump) Abort() error {
 	// Best effort: zero the rest of the buffered descriptors (a hole reads
 	// as zero anyway).
 	_ = k.writeAt(k.descs[keep:], k.descNext+uint64(keep))
-	k.descs, k.data = k.descs[:0], k.data[:0]
+	k.release()
 
 	if err := k.cutDumpable(onDisk); err != nil {
 		return err
@@ -65,13 +65,22 @@ func (k *Kdump) Abort() error {
 }
 
 // cutDumpable rewrites the 2nd bitmap keeping only the first n dumped pfns.
+// A split part cuts only its own pfn range: the rest of its bitmap is the
+// other parts' business (and --reassemble takes each part's bits of its
+// own range).
 func (k *Kdump) cutDumpable(n uint64) error {
 	m := k.meta.Dumpable.Clone()
-	pfn := m.NextSet(0)
-	for i := uint64(0); i < n && pfn < m.Len(); i++ {
+	lo, hi := uint64(0), m.Len()
+	if r := k.meta.Split; r != nil {
+		lo, hi = min(r.Start, hi), min(r.End, hi)
+	}
+	pfn := m.NextSet(lo)
+	for i := uint64(0); i < n && pfn < hi; i++ {
 		pfn = m.NextSet(pfn + 1)
 	}
-	m.ClearRange(pfn, m.Len())
+	if pfn < hi {
+		m.ClearRange(pfn, hi)
+	}
 	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}

@@ -102,8 +102,7 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	l := kdumpfmt.NewLayout(bs, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
 	k := &Kdump{
 		posWriter: posWriter{out: out}, layout: l,
-		descs: make([]byte, 0, descBufSize), descNext: l.Descs,
-		data: make([]byte, 0, dataBufSize), dataNext: l.Data,
+		descNext: l.Descs, dataNext: l.Data,
 		status: m.Status, meta: m,
 	}
 	h := kdumpfmt.Header{
@@ -151,13 +150,33 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapBlocks/2*bs); err != nil {
 		return nil, err
 	}
+	n := m.NumDumpable
+	if r := m.Split; r != nil {
+		n = m.Dumpable.Count(r.Start, r.End)
+	}
+	reserve(out, int64(l.Descs), int64(n*kdumpfmt.PageDescSize))
 	if m.ZeroPage {
 		k.zeroDesc = kdumpfmt.PageDesc{Offset: int64(l.Data), Size: uint32(bs)}
-		k.data = k.data[:bs]
-		clear(k.data)
 	}
 	return k, nil
 }
+
+// buffers allocates the write buffers on first use, with the zero page
+// (dump level bit 1) first in the data: a split dump opens every part at
+// the start, but fills one at a time. release frees them again.
+func (k *Kdump) buffers() {
+	if k.data != nil {
+		return
+	}
+	k.descs = make([]byte, 0, descBufSize)
+	k.data = make([]byte, 0, dataBufSize)
+	if k.meta.ZeroPage && k.dataNext == k.layout.Data {
+		k.data = k.data[:k.meta.BlockSize]
+		clear(k.data)
+	}
+}
+
+func (k *Kdump) release() { k.descs, k.data = nil, nil }
 
 // Layout returns where each region of the file is.
 func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
@@ -184,6 +203,7 @@ func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 // data holds the stored bytes of the non-zero pages, back to back. Large
 // data goes straight to the output, small data through the buffer.
 func (k *Kdump) WritePages(pages []Page, data []byte) error {
+	k.buffers()
 	var d [kdumpfmt.PageDescSize]byte
 	off := k.dataNext + uint64(len(k.data)) // file offset of data[0]
 	for _, p := range pages {
@@ -242,10 +262,16 @@ func (k *Kdump) flushDescs() error {
 	return nil
 }
 
-// Close flushes the data, then the descriptors, as makedumpfile does.
+// Close flushes the data, then the descriptors, as makedumpfile does, and
+// frees the buffers.
 func (k *Kdump) Close() error {
+	k.buffers()
 	if err := k.flushData(); err != nil {
 		return err
 	}
-	return k.flushDescs()
+	if err := k.flushDescs(); err != nil {
+		return err
+	}
+	k.release()
+	return nil
 }

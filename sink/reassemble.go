@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
@@ -19,6 +20,22 @@ type SplitSet struct {
 	parts    []splitPart // sorted by start pfn
 	header   []byte      // the main header the output gets, as on disk
 	maxMapnr uint64
+	// Lost counts, after Reassemble, the pages the dump was to hold that
+	// the parts lack (lost by incomplete parts, out of the output's 2nd
+	// bitmap).
+	Lost uint64
+}
+
+// Incomplete lists the parts marked INCOMPLETE: a dump cut short by a full
+// disk or a signal. Reassembling them gives a dump marked INCOMPLETE too.
+func (s *SplitSet) Incomplete() []string {
+	var names []string
+	for _, p := range s.parts {
+		if p.incomplete() {
+			names = append(names, p.path)
+		}
+	}
+	return names
 }
 
 type splitPart struct {
@@ -27,6 +44,8 @@ type splitPart struct {
 	sub        kdumpfmt.SubHeader
 	start, end uint64 // pfns [start, end)
 }
+
+func (p *splitPart) incomplete() bool { return p.header.Status&kdumpfmt.StatusIncomplete != 0 }
 
 // OpenSplitSet reads the headers of the split files at paths, given in any
 // order, and checks that they make one dump: every file is a split part,
@@ -141,6 +160,13 @@ func sameDump(a, b *splitPart) error {
 // after the data. That is the file the same dump without --split is. It
 // streams: page data and descriptors go through fixed buffers; only the
 // bitmaps are held in memory. It returns the bytes written.
+//
+// Incomplete parts make an incomplete dump, as pagepipe writes one: the
+// 2nd bitmap takes each part's bits of its own pfn range (pagepipe takes a
+// part's lost pages out there), and a page whose descriptor is lost
+// (makedumpfile zeroes it, or its data lies past the end of the file)
+// leaves the bitmap as well, so that every page the output's bitmap holds
+// has its data. Lost counts the pages missing.
 func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	first, err := source.OpenDump(s.parts[0].path)
 	if err != nil {
@@ -181,8 +207,16 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 			return w.n, err
 		}
 	}
+	// The parts' bitmaps agree but in the ranges of incomplete parts.
+	var cut [][2]uint64
 	for _, p := range s.parts {
-		if err := copyPart(first, p, l, descs, data, zeroPage); err != nil {
+		if p.incomplete() {
+			cut = append(cut, [2]uint64{p.start, p.end})
+		}
+	}
+	dumpable := first.Dumpable.Clone() // the output's 2nd bitmap
+	for _, p := range s.parts {
+		if err := copyPart(first, p, l, cut, dumpable, descs, data, zeroPage); err != nil {
 			return w.n, fmt.Errorf("%s: %w", p.path, err)
 		}
 	}
@@ -191,6 +225,16 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	}
 	if err := descs.flush(); err != nil {
 		return w.n, err
+	}
+	// The descriptor area is reserved for every page the dump was to hold.
+	s.Lost = (l.data-l.descs)/kdumpfmt.PageDescSize - dumpable.Count(0, dumpable.Len())
+	if !dumpable.Equal(first.Dumpable) {
+		half := uint64(h.BitmapBlocks) / 2 * bs
+		buf := make([]byte, half)
+		dumpable.PutBytes(buf, 0)
+		if err := w.writeAt(buf, l.bitmaps+half); err != nil {
+			return w.n, fmt.Errorf("bitmaps: %w", err)
+		}
 	}
 
 	sub.Split, sub.StartPFN, sub.EndPFN, sub.StartPFN64, sub.EndPFN64 = 0, 0, 0, 0, 0
@@ -216,12 +260,15 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 // layout is where the regions of every part, and of the output, start.
 type layout struct{ bitmaps, descs, data uint64 }
 
-// copyPart appends one part's descriptors and page data. The part's zero
-// page is a descriptor offset equal to the first data offset (only with
-// dump level bit 1: without it that offset holds the part's first page);
-// it becomes the output's one zero page. Pages lost in an incomplete part
-// (offset 0, or data past the end of an INCOMPLETE file) stay lost.
-func copyPart(first *source.Dump, p splitPart, l layout, descs, data *seqWriter, zeroPage bool) error {
+// copyPart appends one part's descriptors and page data, and puts its
+// bits of its own pfn range into dumpable. The part's zero page is a
+// descriptor offset equal to the first data offset (only with dump level
+// bit 1: without it that offset holds the part's first page); it becomes
+// the output's one zero page. Pages lost in an incomplete part (offset 0,
+// or data past the end of an INCOMPLETE file) are taken out of dumpable.
+// cut lists the pfn ranges of the incomplete parts,
+// where the parts' 2nd bitmaps may differ.
+func copyPart(first *source.Dump, p splitPart, l layout, cut [][2]uint64, dumpable *bitmap.Bitmap, descs, data *seqWriter, zeroPage bool) error {
 	d := first
 	if p.path != first.Path {
 		var err error
@@ -229,9 +276,20 @@ func copyPart(first *source.Dump, p splitPart, l layout, descs, data *seqWriter,
 			return err
 		}
 		defer d.Close()
-		if !d.Present.Equal(first.Present) || !d.Dumpable.Equal(first.Dumpable) {
+		a, b := d.Dumpable.Clone(), first.Dumpable.Clone()
+		for _, r := range cut {
+			a.ClearRange(r[0], min(r[1], a.Len()))
+			b.ClearRange(r[0], min(r[1], b.Len()))
+		}
+		if !d.Present.Equal(first.Present) || !a.Equal(b) {
 			return fmt.Errorf("its bitmaps differ from %s's", first.Path)
 		}
+	}
+	end := min(p.end, dumpable.Len())
+	start := min(p.start, end)
+	dumpable.ClearRange(start, end)
+	for pfn := d.Dumpable.NextSet(start); pfn < end; pfn = d.Dumpable.NextSet(pfn + 1) {
+		dumpable.Set(pfn)
 	}
 	f, err := os.Open(p.path)
 	if err != nil {
@@ -250,14 +308,21 @@ func copyPart(first *source.Dump, p splitPart, l layout, descs, data *seqWriter,
 	dr := bufio.NewReaderSize(io.NewSectionReader(f, int64(l.descs), int64(n*kdumpfmt.PageDescSize)), descBufSize)
 	src := &seqReader{f: f, size: size}
 	var b [kdumpfmt.PageDescSize]byte
+	pfn := d.Dumpable.NextSet(start)
 	for k := range n {
 		if _, err := io.ReadFull(dr, b[:]); err != nil {
 			return fmt.Errorf("read page descriptor %d: %w", k, err)
 		}
+		this := pfn
+		pfn = d.Dumpable.NextSet(pfn + 1)
 		pd := kdumpfmt.UnmarshalPageDesc(b[:])
 		switch {
+		case pd.Offset == 0 && incomplete:
+			// Lost: out of the bitmap, no descriptor.
+			dumpable.Clear(this)
+			continue
 		case pd.Offset == 0:
-			// Lost: stays lost.
+			return fmt.Errorf("page descriptor %d (pfn %#x) has offset 0 in a file not marked incomplete", k, this)
 		case zeroPage && uint64(pd.Offset) == l.data:
 			// The part's zero page is the output's (at the same offset).
 		case uint64(pd.Size) > bs || pd.Offset < 0:
@@ -266,7 +331,8 @@ func copyPart(first *source.Dump, p splitPart, l layout, descs, data *seqWriter,
 			if !incomplete {
 				return fmt.Errorf("page descriptor %d: data [%d, %d) past the end of the %d-byte file", k, pd.Offset, uint64(pd.Offset)+uint64(pd.Size), size)
 			}
-			pd = kdumpfmt.PageDesc{}
+			dumpable.Clear(this)
+			continue
 		default:
 			page, err := src.read(uint64(pd.Offset), int(pd.Size))
 			if err != nil {

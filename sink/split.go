@@ -53,17 +53,14 @@ func (e *PartError) Unwrap() error { return e.Err }
 // every part. Each part is a Kdump with Meta.Split set: the same main
 // header, the whole machine's bitmaps, the descriptor area reserved for
 // every dumpable page of the dump, its own zero page, and only its own
-// descriptors and data. A part is opened (its headers written) when the
-// stream reaches it, so only one part's buffers are alive at a time.
+// descriptors and data. Every part's headers and bitmaps are written at
+// the start (so that a dump stopped early leaves every file valid, see
+// Abort), but only the part being filled holds buffers.
 type Split struct {
-	outs    []Output
-	meta    *Meta
-	bounds  []uint64
-	counts  []uint64 // dumpable pages of each part
-	cur     int      // the part being written
-	k       *Kdump   // its writer; nil before the first part is opened
-	left    uint64   // pages part cur still takes
-	written uint64   // bytes written to the parts already closed
+	ks     []*Kdump
+	counts []uint64 // dumpable pages of each part
+	cur    int      // the part being written
+	left   uint64   // pages part cur still takes
 }
 
 // NewSplit starts a split dump over outs, part i holding the pfns
@@ -72,7 +69,7 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 	if len(outs) == 0 || len(bounds) != len(outs)+1 || bounds[0] != 0 || bounds[len(outs)] != m.MaxMapnr {
 		return nil, fmt.Errorf("split: %d boundaries for %d files of %d pfns", len(bounds), len(outs), m.MaxMapnr)
 	}
-	s := &Split{outs: outs, meta: m, bounds: bounds, counts: make([]uint64, len(outs))}
+	s := &Split{counts: make([]uint64, len(outs))}
 	var total uint64
 	for i := range outs {
 		if bounds[i] > bounds[i+1] {
@@ -84,40 +81,37 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 	if total != m.NumDumpable {
 		return nil, fmt.Errorf("split: the bitmap holds %d dumpable pages, the dump %d", total, m.NumDumpable)
 	}
-	if err := s.next(); err != nil {
-		return nil, err
+	for i, out := range outs {
+		pm := *m
+		pm.Split = &SplitRange{Start: bounds[i], End: bounds[i+1]}
+		k, err := NewKdump(out, &pm)
+		if err != nil {
+			return nil, &PartError{i, err}
+		}
+		s.ks = append(s.ks, k)
 	}
+	s.left = s.counts[0]
 	return s, nil
 }
 
 // Written returns the bytes written to all parts so far.
 func (s *Split) Written() uint64 {
-	if s.k != nil {
-		return s.written + s.k.Written()
+	var n uint64
+	for _, k := range s.ks {
+		n += k.Written()
 	}
-	return s.written
+	return n
 }
 
-// next closes the part being written, if any, and opens the next one.
+// next closes the part being written and moves on to the next one.
 func (s *Split) next() error {
-	if s.k != nil {
-		if err := s.k.Close(); err != nil {
-			return &PartError{s.cur, err}
-		}
-		s.written += s.k.Written()
-		s.k = nil
-		s.cur++
-	}
-	if s.cur == len(s.outs) {
-		return nil
-	}
-	m := *s.meta
-	m.Split = &SplitRange{Start: s.bounds[s.cur], End: s.bounds[s.cur+1]}
-	k, err := NewKdump(s.outs[s.cur], &m)
-	if err != nil {
+	if err := s.ks[s.cur].Close(); err != nil {
 		return &PartError{s.cur, err}
 	}
-	s.k, s.left = k, s.counts[s.cur]
+	s.cur++
+	if s.cur < len(s.ks) {
+		s.left = s.counts[s.cur]
+	}
 	return nil
 }
 
@@ -126,7 +120,7 @@ func (s *Split) next() error {
 func (s *Split) WritePages(pages []Page, data []byte) error {
 	for len(pages) > 0 {
 		for s.left == 0 {
-			if s.cur == len(s.outs)-1 {
+			if s.cur == len(s.ks)-1 {
 				return fmt.Errorf("split: %d pages more than the bitmap holds", len(pages))
 			}
 			if err := s.next(); err != nil {
@@ -143,7 +137,7 @@ func (s *Split) WritePages(pages []Page, data []byte) error {
 		if size > len(data) {
 			return fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, len(data))
 		}
-		if err := s.k.WritePages(pages[:n], data[:size]); err != nil {
+		if err := s.ks[s.cur].WritePages(pages[:n], data[:size]); err != nil {
 			return &PartError{s.cur, err}
 		}
 		pages, data = pages[n:], data[size:]
@@ -152,20 +146,42 @@ func (s *Split) WritePages(pages []Page, data []byte) error {
 	return nil
 }
 
-// Close finishes the part being written and writes the headers of the
-// parts after it that hold no pages. It fails if the stream ended before
-// every dumpable page was written.
+// Close finishes the part being written and the parts after it that hold
+// no pages. It fails if the stream ended before every dumpable page was
+// written.
 func (s *Split) Close() error {
-	if s.left != 0 {
-		return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left)}
-	}
-	for s.cur < len(s.outs) {
-		if err := s.next(); err != nil {
-			return err
-		}
+	for s.cur < len(s.ks) {
 		if s.left != 0 {
 			return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left)}
 		}
+		if err := s.next(); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// Abort finishes a split dump that cannot be completed (disk full, a
+// signal) so that every file stays valid: the parts already closed stay
+// as they are, complete; so does a later part that got all its pages (or
+// holds none) if it can still be closed; every other part is finished as
+// Kdump.Abort finishes a dump, its lost pages taken out of its 2nd bitmap
+// within its own pfn range and its header marked INCOMPLETE. It returns
+// the indexes of the parts left incomplete, and the first error that
+// stopped it from finishing one.
+func (s *Split) Abort() (incomplete []int, err error) {
+	for i := s.cur; i < len(s.ks); i++ {
+		k := s.ks[i]
+		if (i > s.cur && s.counts[i] == 0) || (i == s.cur && s.left == 0) {
+			if k.Close() == nil {
+				continue
+			}
+		}
+		incomplete = append(incomplete, i)
+		if aerr := k.Abort(); aerr != nil && err == nil {
+			err = &PartError{i, aerr}
+		}
+	}
+	s.cur = len(s.ks)
+	return incomplete, err
 }

@@ -14,6 +14,7 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
+	"pagepipe/source"
 )
 
 // bitmapOf returns a bitmap of n pfns with the given ranges set.
@@ -428,18 +429,9 @@ func TestSplitWriterPartError(t *testing.T) {
 	d := newSplitDump(9, 1000, true)
 	bounds, _ := SplitBounds(d.meta.Dumpable, d.meta.MaxMapnr, 16, 2)
 	boom := errors.New("boom")
-	s, err := NewSplit([]Output{&splitMem{}, failingOutput{boom}}, d.meta, bounds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range d.chunks {
-		if err = s.WritePages(d.chunks[i], d.data[i]); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = s.Close()
-	}
+	// Every part's headers are written at the start: the error comes
+	// from NewSplit.
+	_, err := NewSplit([]Output{&splitMem{}, failingOutput{boom}}, d.meta, bounds)
 	var pe *PartError
 	if !errors.As(err, &pe) || pe.Part != 1 || !errors.Is(err, boom) {
 		t.Errorf("error %v, want part 1's write error", err)
@@ -564,5 +556,104 @@ func TestReassembleEraseinfo(t *testing.T) {
 	binary.LittleEndian.PutUint64(want[bs+72:], uint64(len(want)-len(whole)))
 	if !bytes.Equal(got, want) {
 		t.Fatalf("reassembled dump (%d bytes) differs from the expected one (%d bytes) from byte %d", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+// A split dump stopped on its way (a full disk, a signal) is finished by
+// Abort: the parts already closed stay complete, byte for byte; the part
+// being written keeps the pages that landed and the later parts none, each
+// losing the rest from its 2nd bitmap within its own pfn range only, and
+// marked INCOMPLETE. Reassembling them gives an INCOMPLETE dump of exactly
+// the pages kept, each equal to the unsplit dump's.
+func TestSplitAbort(t *testing.T) {
+	d := newSplitDump(21, 3000, true)
+	m := d.meta
+	bounds, _ := SplitBounds(m.Dumpable, m.MaxMapnr, 64, 3)
+	full := d.split(t, bounds)
+	mems := []*splitMem{{}, {}, {}}
+	s, err := NewSplit([]Output{mems[0], mems[1], mems[2]}, m, bounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := m.Dumpable.Count(0, bounds[1]) + m.Dumpable.Count(bounds[1], bounds[2])*2/3
+	var sent uint64
+	for i := 0; sent < stop; i++ {
+		if err := s.WritePages(d.chunks[i], d.data[i]); err != nil {
+			t.Fatal(err)
+		}
+		sent += uint64(len(d.chunks[i]))
+	}
+	incomplete, err := s.Abort()
+	if err != nil || fmt.Sprint(incomplete) != "[1 2]" {
+		t.Fatalf("Abort: parts %v incomplete, %v; want [1 2]", incomplete, err)
+	}
+	if !bytes.Equal(mems[0].b, full[0]) {
+		t.Error("the complete part differs from a split run to its end")
+	}
+	paths := writeFiles(t, [][]byte{mems[0].b, mems[1].b, mems[2].b}, partNames(3)...)
+	kept := uint64(0)
+	for i, p := range paths {
+		dp, err := source.OpenDump(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := bounds[i], bounds[i+1]
+		n := dp.Dumpable.Count(lo, hi)
+		kept += n
+		inc := dp.Header.Status&kdumpfmt.StatusIncomplete != 0
+		outside := dp.Dumpable.Clone()
+		outside.ClearRange(lo, hi)
+		want := m.Dumpable.Clone()
+		want.ClearRange(lo, hi)
+		// Within the range: a prefix of the dump's pages.
+		prefix := m.Dumpable.Clone()
+		prefix.ClearRange(0, lo)
+		pfn := prefix.NextSet(lo)
+		for range n {
+			pfn = prefix.NextSet(pfn + 1)
+		}
+		prefix.ClearRange(min(pfn, hi), prefix.Len())
+		inside := dp.Dumpable.Clone()
+		inside.ClearRange(0, lo)
+		inside.ClearRange(hi, inside.Len())
+		switch {
+		case inc != (i > 0):
+			t.Errorf("part %d: INCOMPLETE %v", i, inc)
+		case !outside.Equal(want):
+			t.Errorf("part %d: its 2nd bitmap changed outside its range", i)
+		case !inside.Equal(prefix):
+			t.Errorf("part %d: its pages are not the first %d of its range", i, n)
+		case i > 0 && n >= m.Dumpable.Count(lo, hi):
+			t.Errorf("part %d: all %d pages kept", i, n)
+		}
+		dp.Close()
+	}
+	got, err := reassembleFiles(t, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := writeFiles(t, [][]byte{got, d.unsplit(t)}, "got", "whole")
+	gp, wp := files[0], files[1]
+	g, err := source.OpenDump(gp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	w, err := source.OpenDump(wp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if g.Header.Status&kdumpfmt.StatusIncomplete == 0 || g.NumDumpable() != kept {
+		t.Fatalf("reassembled: status %#x, %d pages; want INCOMPLETE and %d", g.Header.Status, g.NumDumpable(), kept)
+	}
+	whole := d.unsplit(t)
+	for pfn := g.Dumpable.NextSet(0); pfn < g.MaxMapnr; pfn = g.Dumpable.NextSet(pfn + 1) {
+		a, errA := g.Desc(pfn)
+		b, errB := w.Desc(pfn)
+		if errA != nil || errB != nil || a.Flags != b.Flags ||
+			!bytes.Equal(got[a.Offset:a.Offset+int64(a.Size)], whole[b.Offset:b.Offset+int64(b.Size)]) {
+			t.Fatalf("pfn %#x differs from the unsplit dump's (%v, %v)", pfn, errA, errB)
+		}
 	}
 }

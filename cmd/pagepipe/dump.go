@@ -46,7 +46,13 @@ func (j *dumpJob) run(ctx context.Context) error {
 		if err == nil || !errors.Is(err, errNoSpace) || i+1 == len(j.opts.levels) || j.opts.flatten {
 			return err
 		}
-		os.Remove(j.out)
+		if j.opts.split {
+			for _, name := range j.opts.args[1:] {
+				os.Remove(name) // every split file, as makedumpfile does
+			}
+		} else {
+			os.Remove(j.out)
+		}
 		j.con.msg("Retry to create a dumpfile by dump_level(%d).\n", j.opts.levels[i+1])
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 
 	"pagepipe/bitmap"
 	"pagepipe/sink"
@@ -86,11 +88,18 @@ func (j *dumpJob) writeSplit(ctx context.Context, outs []string) error {
 	if err != nil {
 		return named(err)
 	}
-	if err := j.copyPass(ctx, s); err != nil {
-		return named(err)
+	err = j.copyPass(ctx, s)
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx) // the signal that stopped us
 	}
-	if err := s.Close(); err != nil {
-		return named(err)
+	if err == nil {
+		err = s.Close()
+	}
+	if err != nil {
+		if o.dryRun {
+			return named(err)
+		}
+		return j.abortSplit(s, outs, named(err))
 	}
 	for i, f := range files {
 		if err := f.Close(); err != nil {
@@ -100,6 +109,31 @@ func (j *dumpJob) writeSplit(ctx context.Context, outs []string) error {
 	files = nil
 	j.con.printReport(j.plan, j.stats.ZeroPages, nil, s.Written())
 	return nil
+}
+
+// abortSplit finishes a split dump that failed on its way (a full disk, a
+// signal) as a single dump is finished: every file that did not get all
+// its pages is left valid and marked incomplete (see sink.Split.Abort),
+// and the files that did stay complete.
+func (j *dumpJob) abortSplit(s *sink.Split, outs []string, err error) error {
+	parts, aerr := s.Abort()
+	if aerr != nil {
+		var pe *sink.PartError
+		if errors.As(aerr, &pe) {
+			aerr = fmt.Errorf("%s: %w", outs[pe.Part], pe.Err)
+		}
+		return fmt.Errorf("%w (and %v)", err, aerr)
+	}
+	var names []string
+	for _, i := range parts {
+		names = append(names, outs[i])
+	}
+	j.con.msg("Incomplete split files: %s.\n", strings.Join(names, ", "))
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: %w: %v", errIncomplete, errNoSpace, err)
+	}
+	return fmt.Errorf("%w: %v", errIncomplete, err)
 }
 
 // splitPresent returns the 1st bitmap as makedumpfile 1.7.2 writes it in
@@ -172,5 +206,12 @@ func reassemble(parts []string, out string, force bool) error {
 		os.Remove(out)
 		return fmt.Errorf("reassemble into %s: %w", out, err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("reassemble into %s: %w", out, err)
+	}
+	if parts := set.Incomplete(); len(parts) > 0 {
+		// Kept, valid and marked, as an incomplete dump is.
+		return fmt.Errorf("%w: %s reassembled from incomplete split files (%s): %d pages lost", errIncomplete, out, strings.Join(parts, ", "), set.Lost)
+	}
+	return nil
 }

@@ -140,17 +140,33 @@ func Makedumpfile(tb testing.TB, args ...string) string {
 // taken out (they differ between any two dumps).
 func Crash(tb testing.TB, vmlinux, dump string, commands ...string) string {
 	tb.Helper()
-	cmd := exec.Command("crash", "-s", "--no_scroll", vmlinux, dump)
+	return CrashWith(tb, nil, vmlinux, dump, commands...)
+}
+
+// CrashWith is Crash with extra crash options before the file names, such
+// as --zero_excluded.
+func CrashWith(tb testing.TB, options []string, vmlinux, dump string, commands ...string) string {
+	tb.Helper()
+	out, err := CrashRun(options, vmlinux, dump, commands...)
+	if err != nil {
+		tb.Fatalf("crash on %s: %v\n%s", dump, err, lastLines(out, 20))
+	}
+	return out
+}
+
+// CrashRun runs crash as CrashWith does and returns its output (the lines
+// naming the dump file taken out) and its error, if it failed. It does not
+// touch a testing.TB, so it may run in a goroutine.
+func CrashRun(options []string, vmlinux, dump string, commands ...string) (string, error) {
+	args := append(append([]string{"-s", "--no_scroll"}, options...), vmlinux, dump)
+	cmd := exec.Command("crash", args...)
 	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\nquit\n")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		tb.Fatalf("crash on %s: %v\n%s", dump, err, lastLines(string(out), 20))
-	}
 	var keep []string
 	for _, line := range strings.Split(string(out), "\n") {
 		if !strings.Contains(line, dump) {
 			keep = append(keep, line)
 		}
 	}
-	return strings.Join(keep, "\n")
+	return strings.Join(keep, "\n"), err
 }

@@ -1,0 +1,94 @@
+package source
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"pagepipe/bitmap"
+	"pagepipe/internal/fuzzcorpus"
+	"pagepipe/internal/synth"
+	"pagepipe/kdumpfmt"
+)
+
+// The committed seed corpora of this package's fuzz targets (see package
+// fuzzcorpus): small valid inputs, their truncations and edge cases.
+func TestFuzzSeedCorpus(t *testing.T) {
+	// One page of data per segment keeps the corpus small.
+	tiny := func(s *synth.Spec) {
+		s.Segments = []synth.Segment{{Paddr: 0x1000, FileSize: 0x1000, MemSize: 0x1000}, {Paddr: 0x10000, FileSize: 0x800, MemSize: 0x2000}}
+	}
+	plain := smallVmcore(t, tiny)
+	qemu := smallVmcore(t, func(s *synth.Spec) { tiny(s); s.Layout = synth.QEMU; s.ExtraNotes = true })
+	xnum := smallVmcore(t, func(s *synth.Spec) { tiny(s); s.PNXnum = true })
+	elfSeeds := []fuzzcorpus.Seed{
+		{Name: "vmcore", Args: []any{plain}},
+		{Name: "qemu", Args: []any{qemu}},
+		{Name: "pnxnum", Args: []any{xnum}},
+		{Name: "empty", Args: []any{[]byte{}}},
+	}
+	// Cut inside the ELF header, the program headers, the notes and the
+	// page data.
+	elfSeeds = append(elfSeeds, fuzzcorpus.Truncations("vmcore", plain, 4, 40, 64+56, 64+56*2+8, 0x400)...)
+	// A PT_LOAD whose data runs past the end of the file.
+	bad := bytes.Clone(plain)
+	binary.LittleEndian.PutUint64(bad[64+56+32:], 1<<40) // 2nd phdr (the first PT_LOAD): p_filesz
+	elfSeeds = append(elfSeeds, fuzzcorpus.Seed{Name: "vmcore-filesz-past-eof", Args: []any{bad}})
+	fuzzcorpus.Check(t, "FuzzParseELF", elfSeeds)
+
+	d := tinyDump()
+	dumpSeeds := []fuzzcorpus.Seed{{Name: "dump", Args: []any{d}}}
+	dumpSeeds = append(dumpSeeds, fuzzcorpus.Truncations("dump", d, 8, 512, 1500, len(d)-1)...)
+	odd := bytes.Clone(d)
+	binary.LittleEndian.PutUint32(odd[428:], 3000) // block_size not a power of two
+	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-blocksize-3000", Args: []any{odd}})
+	incomplete := bytes.Clone(d)
+	binary.LittleEndian.PutUint32(incomplete[424:], kdumpfmt.StatusIncomplete)
+	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-incomplete", Args: []any{incomplete}})
+	fuzzcorpus.Check(t, "FuzzOpenDump", dumpSeeds)
+
+	// The small dump as a flattened stream of two records.
+	var flat bytes.Buffer
+	flat.Write(kdumpfmt.FlatHeader())
+	var h [kdumpfmt.FlatRecordSize]byte
+	half := len(d) / 2
+	for _, r := range [][2]int{{half, len(d)}, {0, half}} {
+		kdumpfmt.PutFlatRecord(h[:], int64(r[0]), int64(r[1]-r[0]))
+		flat.Write(h[:])
+		flat.Write(d[r[0]:r[1]])
+	}
+	kdumpfmt.PutFlatRecord(h[:], -1, -1)
+	flat.Write(h[:])
+	rs := []fuzzcorpus.Seed{
+		{Name: "flat", Args: []any{flat.Bytes()}},
+		{Name: "header-only", Args: []any{kdumpfmt.FlatHeader()}},
+	}
+	rs = append(rs, fuzzcorpus.Truncations("flat", flat.Bytes(), 100, 4096+8, 4096+16+100, flat.Len()-16)...)
+	fuzzcorpus.Check(t, "FuzzRearrange", rs)
+}
+
+// tinyDump is smallDump with 512-byte blocks: 64 pfns, every 8th dumped,
+// raw pages of letters.
+func tinyDump() []byte {
+	const n, bs = 64, 512
+	present, dumpable := bitmap.New(n), bitmap.New(n)
+	present.SetRange(0, n)
+	for p := uint64(0); p < n; p += 8 {
+		dumpable.Set(p)
+	}
+	l := kdumpfmt.NewLayout(bs, 0, n, n/8)
+	b := make([]byte, l.Data+n/8*bs)
+	h := kdumpfmt.Header{HeaderVersion: 6, BlockSize: bs, SubHdrSize: int32(l.SubHdrBlocks), BitmapBlocks: uint32(l.BitmapBlocks), MaxMapnr: n}
+	copy(h.Signature[:], kdumpfmt.Signature)
+	copy(b, h.Marshal())
+	sub := kdumpfmt.SubHeader{MaxMapnr64: n}
+	copy(b[bs:], sub.Marshal())
+	present.PutBytes(b[l.Bitmap1:l.Bitmap2], 0)
+	dumpable.PutBytes(b[l.Bitmap2:l.Descs], 0)
+	for i := uint64(0); i < n/8; i++ {
+		off := l.Data + i*bs
+		kdumpfmt.PageDesc{Offset: int64(off), Size: bs}.Put(b[l.Descs+i*kdumpfmt.PageDescSize:])
+		copy(b[off:off+bs], bytes.Repeat([]byte{byte('A' + i)}, bs))
+	}
+	return b
+}
