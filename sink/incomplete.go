@@ -40,6 +40,9 @@ func (l Limit) WriteAt(p []byte, off int64) (int, error) {
 // The bitmap and header were written first, so rewriting them needs no new
 // space. Abort returns the first error that stops it.
 func (k *Kdump) Abort() error {
+	// Where the disk still takes it (a signal stopped the dump, not a full
+	// disk), the buffered data lands, and with it the pages it holds.
+	_ = k.flushData()
 	landed := k.dataNext // data before this offset is on disk
 	keep := 0
 	for ; keep+kdumpfmt.PageDescSize <= len(k.descs); keep += kdumpfmt.PageDescSize {

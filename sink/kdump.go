@@ -201,11 +201,17 @@ func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 
 // WritePages appends the descriptors and data of consecutive dumped pages;
 // data holds the stored bytes of the non-zero pages, back to back. Large
-// data goes straight to the output, small data through the buffer.
+// data goes straight to the output, small data through the buffer. The
+// data is placed before the descriptors: a descriptor buffer that fills on
+// the way is flushed after the data it points at (flushDescs), so no
+// descriptor reaches the disk before its page (see Abort).
 func (k *Kdump) WritePages(pages []Page, data []byte) error {
 	k.buffers()
-	var d [kdumpfmt.PageDescSize]byte
 	off := k.dataNext + uint64(len(k.data)) // file offset of data[0]
+	if err := k.appendData(data); err != nil {
+		return err
+	}
+	var d [kdumpfmt.PageDescSize]byte
 	for _, p := range pages {
 		desc := k.zeroDesc
 		if !p.Zero {
@@ -220,6 +226,12 @@ func (k *Kdump) WritePages(pages []Page, data []byte) error {
 		}
 		k.descs = append(k.descs, d[:]...)
 	}
+	return nil
+}
+
+// appendData buffers data, or writes it straight out when it is large; it
+// lands at the file offset dataNext+len(k.data) had on entry either way.
+func (k *Kdump) appendData(data []byte) error {
 	if len(k.data)+len(data) <= cap(k.data) {
 		k.data = append(k.data, data...)
 		return nil
