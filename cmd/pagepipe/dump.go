@@ -235,7 +235,17 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 	}
 	k, err := sink.NewKdump(out, j.meta)
 	if err != nil {
-		return j.stop(k, finish, fmt.Errorf("%s: %w", j.out, err))
+		if j.opts.flatten || j.opts.dryRun {
+			return j.stop(nil, finish, fmt.Errorf("%s: %w", j.out, err))
+		}
+		// Without its headers and bitmaps the file is no dump at all, not
+		// even an incomplete one: leave none, rather than one no reader
+		// opens.
+		finish()
+		if st, serr := os.Stat(j.out); serr == nil && st.Mode().IsRegular() {
+			os.Remove(j.out)
+		}
+		return fmt.Errorf("%s: no dump written, its headers and bitmaps do not fit: %w", j.out, err)
 	}
 	if err := j.copyPass(ctx, k); err != nil {
 		if ctx.Err() != nil {
