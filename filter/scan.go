@@ -144,8 +144,7 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 			// pread, not mmap: see piecePages.
 			r := k.mem.NewReader(source.DefaultMapSize, false)
 			defer r.Close()
-			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r,
-				buf: make([]byte, piecePages*k.Layout.Size)}
+			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r}
 			for u := range work {
 				if err := s.unit(u.sec, u.lo, u.hi); err != nil {
 					return err
@@ -182,7 +181,7 @@ type scanner struct {
 	m      *bitmap.Bitmap
 	tr     *kernel.Translator
 	r      kernel.PhysSlicer
-	buf    []byte // for struct pages that are not physically contiguous
+	buf    []byte // for struct pages that are not physically contiguous; made on first need
 	counts Counts
 	spills []spill
 	hi     uint64 // end of the current unit
@@ -200,7 +199,7 @@ func (s *scanner) unit(sec kernel.Section, lo, hi uint64) error {
 		end := min(p+piecePages, hi)
 		vaddr := sec.MemMap + (p-sec.StartPFN)*size
 		n := int((end - p) * size)
-		buf, err := s.tr.SliceVirt(s.r, vaddr, n, s.buf[:n])
+		buf, err := s.tr.SliceVirt(s.r, vaddr, n, &s.buf)
 		if err != nil {
 			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
 		}

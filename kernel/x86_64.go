@@ -312,8 +312,10 @@ type PhysSlicer interface {
 // SliceVirt returns n bytes of kernel virtual memory at vaddr: a slice
 // straight from p when one page mapping (4 KiB, 2 MiB or 1 GiB) covers the
 // whole range, as it does for a section's struct pages in the vmemmap;
-// otherwise a copy read page by page through p into buf.
-func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf []byte) ([]byte, error) {
+// otherwise a copy read page by page through p into *buf, which is grown
+// to n bytes when it is shorter (callers keep it from call to call, and
+// pay for it only when the memory is not contiguous).
+func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf *[]byte) ([]byte, error) {
 	m, err := t.Lookup(vaddr)
 	if err != nil {
 		return nil, fmt.Errorf("read %d bytes at virtual %#x: %w", n, vaddr, err)
@@ -321,7 +323,10 @@ func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf []byte) ([
 	if uint64(n) <= m.PageSize-vaddr&(m.PageSize-1) {
 		return p.SlicePhys(m.Paddr, n)
 	}
-	buf = buf[:n]
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	dst := (*buf)[:n]
 	for done := 0; done < n; {
 		va := vaddr + uint64(done)
 		if done > 0 {
@@ -334,10 +339,10 @@ func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf []byte) ([
 		if err != nil {
 			return nil, fmt.Errorf("read %d bytes at virtual %#x: physical %#x: %w", n, vaddr, m.Paddr, err)
 		}
-		copy(buf[done:], b)
+		copy(dst[done:], b)
 		done += k
 	}
-	return buf, nil
+	return dst, nil
 }
 
 // FindPageOffset finds PAGE_OFFSET, the start of the kernel's direct mapping

@@ -187,7 +187,7 @@ func (k *Kdump) Written() uint64 { return k.n }
 // writeBitmap writes one bitmap, padded with zeros to size bytes, in 1 MiB
 // pieces.
 func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
-	buf := make([]byte, min(size, 1<<20))
+	buf := make([]byte, min(size, 128<<10)) // small: it is paid on top of the bitmaps
 	for done := uint64(0); done < size; {
 		n := min(uint64(len(buf)), size-done)
 		m.PutBytes(buf[:n], done)
