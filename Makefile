@@ -58,7 +58,7 @@ bench-scaling: build deps
 	./$(BIN) bench --gen-size 4096 --profile 6.1 --work-dir $(BENCH_TMP)/pagepipe-bench --workers 1,2,4,8 --cpus 1 \
 		--codec c --dump-level 31 --runs 9 --out docs/scaling/gen4g
 
-# Peak RSS on a 1 GiB and a 64 GiB generated machine.
+# Peak RSS on generated machines of 1 to 64 GiB.
 bench-rss: build
 	bench/rss.sh
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rss.sh: pagepipe's peak RSS (GNU time's %M, median of 5 runs) at 4 workers, -c -d 31, on
-# generated 6.1 machines of 1 GiB and 64 GiB (sparse, on tmpfs): memory must
+# generated 6.1 machines of 1, 4, 16 and 64 GiB (sparse, on tmpfs): memory must
 # not grow with the machine beyond the two bitmaps (2 bits per page).
 # GOMAXPROCS=4: the chunk pool is sized by min(workers, usable CPUs), so this
 # measures what a capture kernel with 4 CPUs holds, whatever this machine has.
@@ -12,7 +12,7 @@ dir=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-rss.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 echo "| machine | pfns | bitmaps (2 bits/page) | peak RSS | wall |"
 echo "|---|---|---|---|---|"
-for mib in 1024 65536; do
+for mib in 1024 4096 16384 65536; do
 	"$bin" gen-vmcore --profile 6.1 --size "$mib" "$dir/vmcore" > /dev/null
 	# The median of 5 runs: the Go runtime's heap growth makes single
 	# runs vary by a MiB or two.
