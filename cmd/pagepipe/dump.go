@@ -251,10 +251,10 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx) // the signal that stopped us
 		}
-		return j.stop(k, finish, err)
+		return j.stop(k.Abort, finish, err)
 	}
 	if err := k.Close(); err != nil {
-		return j.stop(k, finish, fmt.Errorf("%s: %w", j.out, err))
+		return j.stop(k.Abort, finish, fmt.Errorf("%s: %w", j.out, err))
 	}
 	if err := finish(); err != nil {
 		return fmt.Errorf("%s: %w", j.out, err)
@@ -263,17 +263,18 @@ func (j *dumpJob) writeKdump(ctx context.Context) error {
 	return nil
 }
 
-// stop ends a dump that failed on its way: a file is marked incomplete
-// (when its header got written), a flattened stream is left without its end
-// marker.
-func (j *dumpJob) stop(k *sink.Kdump, finish func() error, err error) error {
-	if k == nil || j.opts.flatten || j.opts.dryRun {
-		if !j.opts.flatten {
-			finish()
-		}
+// stop ends a dump that failed on its way: a file whose headers got
+// written (abort is its writer's Abort, nil before that) is left valid and
+// marked incomplete; a flattened stream is left without its end marker.
+func (j *dumpJob) stop(abort func() error, finish func() error, err error) error {
+	if j.opts.flatten {
 		return err
 	}
-	if aerr := k.Abort(); aerr != nil {
+	if abort == nil || j.opts.dryRun {
+		finish()
+		return err
+	}
+	if aerr := abort(); aerr != nil {
 		finish()
 		return fmt.Errorf("%w (and %v)", err, aerr)
 	}

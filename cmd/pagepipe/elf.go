@@ -58,32 +58,16 @@ func (j *dumpJob) writeELF(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var w *sink.ELF
-	// fail ends a dump that failed on its way: a file whose headers got
-	// written is left valid and marked incomplete (sink.ELF.Abort), a
-	// flattened stream without its end marker.
+	w, err := sink.NewELF(out, layout, v.Info.Notes)
+	if err != nil {
+		return j.stop(nil, finish, fmt.Errorf("%s: %w", j.out, err))
+	}
+	// fail ends the dump as stop does, with sink.ELF.Abort.
 	fail := func(err error) error {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx) // the signal that stopped us
 		}
-		if j.opts.flatten {
-			return err
-		}
-		if w == nil || j.opts.dryRun {
-			finish()
-			return err
-		}
-		if aerr := w.Abort(); aerr != nil {
-			finish()
-			return fmt.Errorf("%w (and %v)", err, aerr)
-		}
-		finish()
-		return j.incomplete(err)
-	}
-	w, err = sink.NewELF(out, layout, v.Info.Notes)
-	if err != nil {
-		w = nil
-		return fail(fmt.Errorf("%s: %w", j.out, err))
+		return j.stop(w.Abort, finish, err)
 	}
 	if err := j.elfCopy(ctx, layout, w); err != nil {
 		return fail(err)

@@ -54,29 +54,39 @@ func inspect(d *source.Dump, w io.Writer) error {
 	fmt.Fprintf(w, "present pages   : %d\n", present)
 	fmt.Fprintf(w, "dumpable pages  : %d\n", dumpable)
 
-	zeroOff := int64(-1)
-	if s.DumpLevel&1 != 0 {
-		off, err := sharedZeroPage(d)
-		if err != nil {
-			return err
-		}
-		zeroOff = off
-	}
+	// One pass over the descriptors: counts by codec flag, and the pages
+	// at the lowest data offset, where the writer stores the shared zero
+	// page (see isSharedZeroPage).
 	counts := map[uint32]uint64{}
-	var zero, lost uint64
-	err := eachDesc(d, func(_ uint64, desc kdumpfmt.PageDesc) error {
-		switch desc.Offset {
-		case 0:
+	var lost, atFirst uint64
+	first, firstPFN := int64(-1), uint64(0)
+	err := eachDesc(d, func(pfn uint64, desc kdumpfmt.PageDesc) error {
+		switch {
+		case desc.Offset == 0:
 			lost++
-		case zeroOff:
-			zero++
-		default:
-			counts[desc.Flags]++
+			return nil
+		case first < 0 || desc.Offset < first:
+			first, firstPFN, atFirst = desc.Offset, pfn, 0
 		}
+		if desc.Offset == first {
+			atFirst++
+		}
+		counts[desc.Flags]++
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	var zero uint64
+	if s.DumpLevel&1 != 0 && first >= 0 {
+		isZero, err := isSharedZeroPage(d, firstPFN)
+		if err != nil {
+			return err
+		}
+		if isZero {
+			zero = atFirst
+			counts[0] -= atFirst
+		}
 	}
 	fmt.Fprintf(w, "  zero (shared) : %d\n", zero)
 	fmt.Fprintf(w, "  raw           : %d\n", counts[0])
@@ -108,35 +118,22 @@ func eachDesc(d *source.Dump, fn func(pfn uint64, desc kdumpfmt.PageDesc) error)
 	return nil
 }
 
-// sharedZeroPage returns the data offset of the zero page that pages
-// excluded as zero share, or -1 when no descriptor points at one. The
-// writer stores it first in the data area, so it is the lowest offset any
-// descriptor holds, raw and all zeros (a kept page is never all zeros at
-// dump level 1). d.DataOffset cannot say: an incomplete dump's 2nd bitmap
-// was cut after the descriptor table was laid out.
-func sharedZeroPage(d *source.Dump) (int64, error) {
-	first, firstPFN := int64(-1), uint64(0)
-	err := eachDesc(d, func(pfn uint64, desc kdumpfmt.PageDesc) error {
-		if desc.Offset != 0 && (first < 0 || desc.Offset < first) {
-			first, firstPFN = desc.Offset, pfn
-		}
-		return nil
-	})
-	if err != nil || first < 0 {
-		return -1, err
-	}
-	desc, _ := d.Desc(firstPFN)
-	if desc.Flags != 0 || int64(desc.Size) != int64(d.Header.BlockSize) {
-		return -1, nil
+// isSharedZeroPage reports whether pfn, the page at the lowest data offset
+// of a dump at a level with bit 1, is the zero page that pages excluded as
+// zero share: the writer stores that page first in the data area, raw and
+// all zeros (a kept page is never all zeros at dump level 1).
+// d.DataOffset cannot say where it is: an incomplete dump's 2nd bitmap was
+// cut after the descriptor table was laid out.
+func isSharedZeroPage(d *source.Dump, pfn uint64) (bool, error) {
+	desc, err := d.Desc(pfn)
+	if err != nil || desc.Flags != 0 || int64(desc.Size) != int64(d.Header.BlockSize) {
+		return false, err
 	}
 	page := make([]byte, d.Header.BlockSize)
-	if err := d.ReadPage(firstPFN, page); err != nil {
-		return -1, fmt.Errorf("read pfn %d: %w", firstPFN, err)
+	if err := d.ReadPage(pfn, page); err != nil {
+		return false, fmt.Errorf("read pfn %d: %w", pfn, err)
 	}
-	if !filter.IsZero(page) {
-		return -1, nil
-	}
-	return first, nil
+	return filter.IsZero(page), nil
 }
 
 func statusNames(st uint32) string {
