@@ -31,19 +31,16 @@ func UsableCPUs() ([]int, error) {
 }
 
 // pinThread confines the calling OS thread to cpus; the goroutine must be
-// locked to it. It returns the previous set, for restoring.
-func pinThread(cpus []int) (unix.CPUSet, error) {
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return old, fmt.Errorf("sched_getaffinity: %w", err)
-	}
+// locked to it, and never unlocked, so that the thread exits with it.
+func pinThread(cpus []int) error {
+	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
 	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return old, fmt.Errorf("pin to CPUs %s: %w", FormatCPUs(cpus), err)
+		return fmt.Errorf("pin to CPUs %s: %w", FormatCPUs(cpus), err)
 	}
-	return old, nil
+	return nil
 }
 
 // startPinned starts cmd confined to cpus: a new process inherits the CPU
@@ -56,7 +53,7 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if _, err := pinThread(cpus); err != nil {
+		if err := pinThread(cpus); err != nil {
 			errc <- err
 			return
 		}
@@ -112,7 +109,7 @@ func spinAll(cpus []int, n int) (time.Duration, error) {
 			// Locked and never unlocked: the pinned thread exits with the
 			// goroutine instead of going back to the pool.
 			runtime.LockOSThread()
-			if _, err := pinThread(cpus); err != nil {
+			if err := pinThread(cpus); err != nil {
 				errs[i] = err
 				return
 			}

@@ -2,7 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 )
 
 // Study is a whole bench: what ran, where, what was measured, and the
@@ -88,14 +89,7 @@ func (s *Study) blocks() []group {
 	return out
 }
 
-func sortedKeys(m map[int]Summary) []int {
-	var k []int
-	for w := range m {
-		k = append(k, w)
-	}
-	sort.Ints(k)
-	return k
-}
+func sortedKeys(m map[int]Summary) []int { return slices.Sorted(maps.Keys(m)) }
 
 // checkFor is the leave-one-out check of a pagepipe configuration.
 func (s *Study) checkFor(x Summary) (Check, bool) {

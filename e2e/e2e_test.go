@@ -168,22 +168,43 @@ func equalFiles(t *testing.T, a, b string) {
 		t.Fatal(err)
 	}
 	defer fb.Close()
+	if off := diffAt(fa, fb); off >= 0 {
+		t.Fatalf("%s and %s differ from byte %d", a, b, off)
+	}
+}
+
+// diffAt returns the offset of the first byte at which ra and rb differ
+// (one ending before the other counts), or -1 where they read the same to
+// the end. It reads them a MiB at a time.
+func diffAt(ra, rb io.Reader) int64 {
 	ba, bb := make([]byte, 1<<20), make([]byte, 1<<20)
 	for off := int64(0); ; {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
+		na, ea := io.ReadFull(ra, ba)
+		nb, eb := io.ReadFull(rb, bb)
 		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
 			i := 0
 			for i < min(na, nb) && ba[i] == bb[i] {
 				i++
 			}
-			t.Fatalf("%s and %s differ from byte %d", a, b, off+int64(i))
+			return off + int64(i)
 		}
 		if ea != nil || eb != nil {
-			return
+			return -1
 		}
 		off += int64(na)
 	}
+}
+
+// smallTmpfs mounts a tmpfs of size bytes, for a disk that fills up, and
+// returns its mount point; it is unmounted when the test ends.
+func smallTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	return mnt
 }
 
 func execOut(name string, args ...string) (string, error) {

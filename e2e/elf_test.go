@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,24 +58,14 @@ func sameELFLoads(t *testing.T, ours, theirs string) {
 		t.Fatal(err)
 	}
 	defer fb.Close()
-	ba, bb := make([]byte, 1<<20), make([]byte, 1<<20)
 	i := -1
 	for k, p := range fa.Progs {
 		if p.Type != elf.PT_LOAD {
 			continue
 		}
 		i++
-		ra, rb := p.Open(), fb.Progs[k].Open()
-		for off := uint64(0); off < p.Filesz; {
-			na, ea := io.ReadFull(ra, ba)
-			nb, eb := io.ReadFull(rb, bb)
-			if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-				t.Fatalf("PT_LOAD %d (paddr %#x): data differs in the MiB from byte %d", i, p.Paddr, off)
-			}
-			off += uint64(na)
-			if ea != nil || eb != nil {
-				break
-			}
+		if off := diffAt(p.Open(), fb.Progs[k].Open()); off >= 0 {
+			t.Fatalf("PT_LOAD %d (paddr %#x): data differs from byte %d", i, p.Paddr, off)
 		}
 	}
 }
@@ -158,22 +146,7 @@ func TestRealELFReaders(t *testing.T) {
 	}
 
 	allowed, ranges := elfExpected(t, vmcore, ours)
-	got := judge.Drgn(t, ours, ranges)
-	n := 0
-	for pfn, ok := range allowed {
-		if h, found := got[pfn]; !found || !ok[h] {
-			if n++; n <= 5 {
-				t.Errorf("drgn: pfn %#x: read %v (found %v)", pfn, h, found)
-			}
-		}
-	}
-	for pfn := range got {
-		if allowed[pfn] == nil {
-			if n++; n <= 5 {
-				t.Errorf("drgn: pfn %#x read, but no PT_LOAD holds it", pfn)
-			}
-		}
-	}
+	n := badELFReads(t, "drgn", allowed, judge.Drgn(t, ours, ranges), func(uint64) bool { return true }, 5)
 	if n > 0 {
 		t.Fatalf("drgn: %d pages wrong", n)
 	}
@@ -217,6 +190,30 @@ func elfExpected(t *testing.T, vmcore, dump string) (map[uint64]map[string]bool,
 	return allowed, ranges
 }
 
+// badELFReads fails the test on each pfn the reader name got wrong in got
+// (reporting the first most of them): read with contents that allowed
+// (elfExpected's) does not list for it, read where no PT_LOAD holds it, or
+// not read where mustRead says it must be. It returns how many there are.
+func badELFReads(t *testing.T, name string, allowed map[uint64]map[string]bool, got judge.Pages, mustRead func(pfn uint64) bool, most int) int {
+	t.Helper()
+	n := 0
+	for pfn, ok := range allowed {
+		if h, found := got[pfn]; (!found && mustRead(pfn)) || (found && !ok[h]) {
+			if n++; n <= most {
+				t.Errorf("%s: pfn %#x: read %v (found %v)", name, pfn, h, found)
+			}
+		}
+	}
+	for pfn := range got {
+		if allowed[pfn] == nil {
+			if n++; n <= most {
+				t.Errorf("%s: pfn %#x read, but no PT_LOAD holds it", name, pfn)
+			}
+		}
+	}
+	return n
+}
+
 // ELF dumps of generated vmcores of every shape makedumpfile reads, with
 // zero runs of every length, are byte-identical to makedumpfile's at -d 0
 // and -d 1: partial first and last pages, memsz tails, holes, the
@@ -252,20 +249,11 @@ func TestELFShapesSameAsMakedumpfile(t *testing.T) {
 					copy(a[60:64], b[60:64])
 				}
 				if !bytes.Equal(a, b) {
-					t.Fatalf("dumps differ: %s", firstDiff(a, b))
+					t.Fatalf("dumps differ: %s", judge.FirstDiff(a, b))
 				}
 			})
 		}
 	}
-}
-
-func firstDiff(a, b []byte) string {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return fmt.Sprintf("first at byte %d of %d and %d", i, len(a), len(b))
-		}
-	}
-	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
 }
 
 // checkELFIncomplete asserts what an ELF dump cut short must be: exit 1
@@ -278,12 +266,7 @@ func firstDiff(a, b []byte) string {
 // missing) and no other.
 func checkELFIncomplete(t *testing.T, vmcore, dump, full string, err error, out []byte) {
 	t.Helper()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want 1\n%s", err, out)
-	}
-	if !bytes.Contains(out, []byte("This is an incomplete dumpfile, but might analyzable.")) {
-		t.Errorf("no incomplete message in:\n%s", out)
-	}
+	exitedIncomplete(t, err, out)
 	f, err := elf.Open(dump)
 	if err != nil {
 		t.Fatalf("%s is not a valid ELF file: %v", dump, err)
@@ -338,21 +321,7 @@ func checkELFIncomplete(t *testing.T, vmcore, dump, full string, err error, out 
 	}{{"drgn", judge.Drgn(t, dump, ranges)}, {"libkdumpfile", judge.Libkdumpfile(t, dump, ranges)}} {
 		// drgn reads p_memsz beyond p_filesz as zeros, libkdumpfile as
 		// missing: either will do there.
-		n := 0
-		for pfn, ok := range allowed {
-			if h, found := r.got[pfn]; (!found && inFile[pfn]) || (found && !ok[h]) {
-				if n++; n <= 3 {
-					t.Errorf("%s: pfn %#x: read %v (found %v)", r.name, pfn, h, found)
-				}
-			}
-		}
-		for pfn := range r.got {
-			if allowed[pfn] == nil {
-				if n++; n <= 3 {
-					t.Errorf("%s: pfn %#x read, but no PT_LOAD holds it", r.name, pfn)
-				}
-			}
-		}
+		badELFReads(t, r.name, allowed, r.got, func(pfn uint64) bool { return inFile[pfn] }, 3)
 	}
 }
 
@@ -393,12 +362,7 @@ func TestRealELFIncompleteDumps(t *testing.T) {
 		}
 	})
 	t.Run("diskfull", func(t *testing.T) {
-		mnt := t.TempDir()
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", st.Size()/2/4096*4096), "tmpfs", mnt).CombinedOutput(); err != nil {
-			t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
-		}
-		defer exec.Command("umount", mnt).Run()
-		out := filepath.Join(mnt, "dump")
+		out := filepath.Join(smallTmpfs(t, st.Size()/2/4096*4096), "dump")
 		b, err := exec.Command(bin, "-E", "-d", "31", fx.Vmcore, out).CombinedOutput()
 		if !strings.Contains(string(b), "no space left on device") {
 			t.Errorf("no ENOSPC message in:\n%s", b)
@@ -408,14 +372,7 @@ func TestRealELFIncompleteDumps(t *testing.T) {
 	t.Run("sigterm", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "dump")
 		// The copy takes milliseconds: signalAt runs it in slices.
-		cmd := exec.Command(bin, "--num-threads", "1", "-E", "-d", "31", fx.Vmcore, out)
-		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		signalAt(t, cmd, out, st.Size()*40/100, 0)
-		err := cmd.Wait()
-		checkELFIncomplete(t, fx.Vmcore, out, full, err, buf.Bytes())
+		b, err := signalled(t, out, st.Size()*40/100, 0, "--num-threads", "1", "-E", "-d", "31", fx.Vmcore, out)
+		checkELFIncomplete(t, fx.Vmcore, out, full, err, b)
 	})
 }

@@ -36,12 +36,7 @@ func nokaslrVmcore(t *testing.T) fixture.Paths {
 // It returns the first pfn the dump lost.
 func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, full judge.Pages) uint64 {
 	t.Helper()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want 1\n%s", err, out)
-	}
-	if !bytes.Contains(out, []byte("This is an incomplete dumpfile, but might analyzable.")) {
-		t.Errorf("no incomplete message in:\n%s", out)
-	}
+	exitedIncomplete(t, err, out)
 	d, err := source.OpenDump(dump)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +74,18 @@ func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, f
 		t.Errorf("verify: %v %s", err, out)
 	}
 	return lost
+}
+
+// exitedIncomplete fails the test unless the command that wrote a dump cut
+// short exited 1 (err) with makedumpfile's message (out) for one.
+func exitedIncomplete(t *testing.T, err error, out []byte) {
+	t.Helper()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("This is an incomplete dumpfile, but might analyzable.")) {
+		t.Errorf("no incomplete message in:\n%s", out)
+	}
 }
 
 // crash and incomplete dumps.
@@ -344,12 +351,7 @@ func TestRealDiskFullLeavesValidIncompleteDump(t *testing.T) {
 	full := expectedPages(t, fx.Vmcore, ref)
 	keep := perCPUEnd(t, fx, vmlinux)
 	size := (dataEnd(t, ref, keep) + maxWrite + 4095) / 4096 * 4096
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
-	}
-	defer exec.Command("umount", mnt).Run()
-	out := filepath.Join(mnt, "dump")
+	out := filepath.Join(smallTmpfs(t, size), "dump")
 	b, err := exec.Command(bin, "-c", "-d", "31", fx.Vmcore, out).CombinedOutput()
 	if !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("no ENOSPC message in:\n%s", b)
@@ -358,6 +360,21 @@ func TestRealDiskFullLeavesValidIncompleteDump(t *testing.T) {
 		t.Fatalf("a %d-byte disk lost pfn %#x, below the end of the per-cpu areas %#x", size, lost, keep)
 	}
 	checkCrash(t, fx, judge.CrashWith(t, []string{"--zero_excluded"}, vmlinux, out, crashCommands...))
+}
+
+// signalled runs pagepipe with args, writing out, and has signalAt send it
+// SIGTERM; it returns the command's combined output and how it exited.
+func signalled(t *testing.T, out string, target, stepFrom int64, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	signalAt(t, cmd, out, target, stepFrom)
+	err := cmd.Wait()
+	return buf.Bytes(), err
 }
 
 // signalAt sends cmd SIGTERM once out has grown to target bytes. Where
@@ -450,19 +467,12 @@ func TestRealSigtermLeavesValidIncompleteDump(t *testing.T) {
 			if c.name == "percpu" {
 				args = args[2:]
 			}
-			cmd := exec.Command(bin, args...)
-			var buf bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &buf, &buf
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
 			stepFrom := int64(-1)
 			if c.name == "percpu" {
 				stepFrom = c.target / 2
 			}
-			signalAt(t, cmd, out, c.target, stepFrom)
-			err := cmd.Wait()
-			lost := checkIncomplete(t, fx.Vmcore, out, err, buf.Bytes(), full)
+			b, err := signalled(t, out, c.target, stepFrom, args...)
+			lost := checkIncomplete(t, fx.Vmcore, out, err, b, full)
 			if c.name == "percpu" {
 				if lost < keep {
 					t.Fatalf("lost pfn %#x, below the end of the per-cpu areas %#x", lost, keep)

@@ -202,11 +202,7 @@ func TestRealSplitDiskFullLeavesValidIncompleteParts(t *testing.T) {
 	}
 	// Room for the first part and half the second.
 	disk := (size(roomy[0]) + size(roomy[1])/2 + 4095) / 4096 * 4096
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", disk), "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount a small tmpfs (tests run as root): %v %s", err, out)
-	}
-	defer exec.Command("umount", mnt).Run()
+	mnt := smallTmpfs(t, disk)
 	var parts []string
 	for _, n := range []string{"a", "b", "c"} {
 		parts = append(parts, filepath.Join(mnt, n))

@@ -107,7 +107,7 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 		mu     sync.Mutex
 		total  Counts
 		spills []spill
-		cpu    cpuclock.Usage
+		cpu    cpuclock.Counter
 	)
 	g, ctx := errgroup.WithContext(ctx)
 	work := make(chan unit)
@@ -128,15 +128,7 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	// 8 workers on one CPU the faults alone made the pass 3x dearer.
 	for range max(min(workers, len(units), runtime.GOMAXPROCS(0)), 1) {
 		g.Go(func() error {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			t0 := cpuclock.Thread()
-			defer func() {
-				used := cpuclock.Thread().Sub(t0)
-				mu.Lock()
-				cpu = cpu.Add(used)
-				mu.Unlock()
-			}()
+			defer cpu.Measure()()
 			tr, err := kernel.NewTranslator(k.mem, k.VMCOREINFO)
 			if err != nil {
 				return err
@@ -158,12 +150,12 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Counts{}, cpu, err
+		return Counts{}, cpu.Load(), err
 	}
 	for _, sp := range spills {
 		*sp.counter(&total) += clearCount(dumpable, sp.lo, sp.hi)
 	}
-	return total, cpu, nil
+	return total, cpu.Load(), nil
 }
 
 // clearCount clears [lo, hi) and returns how many pfns were set.

@@ -144,6 +144,13 @@ func (r *ring) setLpos(id, begin, next uint64) {
 }
 
 // push appends a finalized record and returns its id.
+// pushN pushes records 0 to n-1, each at timestamp i with text prefix+i.
+func (r *ring) pushN(n int, prefix string) {
+	for i := range n {
+		r.push(uint64(i), 1, fmt.Sprintf("%s%d", prefix, i))
+	}
+}
+
 func (r *ring) push(tsNsec uint64, caller uint32, msg string) uint64 {
 	le := binary.LittleEndian
 	id := (r.head + 1) & prbIDMask
@@ -255,9 +262,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "more records than descriptors: the oldest are gone",
 			build: func() *ring {
 				r := newRing(2, 10, id0)
-				for i := range 7 {
-					r.push(uint64(i), 1, fmt.Sprintf("m%d", i))
-				}
+				r.pushN(7, "m")
 				return r
 			},
 			vi:   std,
@@ -267,9 +272,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "ids wrap past 2^62",
 			build: func() *ring {
 				r := newRing(2, 10, prbIDMask-2)
-				for i := range 6 {
-					r.push(uint64(i), 1, fmt.Sprintf("w%d", i))
-				}
+				r.pushN(6, "w")
 				return r
 			},
 			vi:   std,
@@ -312,9 +315,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "partial: latched clear_seq",
 			build: func() *ring {
 				r := newRing(3, 10, id0)
-				for i := range 5 {
-					r.push(uint64(i), 1, fmt.Sprintf("p%d", i))
-				}
+				r.pushN(5, "p")
 				r.setClear(3, true)
 				return r
 			},
@@ -326,9 +327,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "partial: plain clear_seq (5.10-5.12)",
 			build: func() *ring {
 				r := newRing(3, 10, id0)
-				for i := range 5 {
-					r.push(uint64(i), 1, fmt.Sprintf("p%d", i))
-				}
+				r.pushN(5, "p")
 				r.setClear(2, false)
 				return r
 			},
@@ -340,9 +339,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "partial: clear_seq's slot is past head's, so a lap back",
 			build: func() *ring {
 				r := newRing(2, 10, id0)
-				for i := range 6 { // seqs 0-5; head is seq 5 in slot 1
-					r.push(uint64(i), 1, fmt.Sprintf("p%d", i))
-				}
+				r.pushN(6, "p")     // seqs 0-5; head is seq 5 in slot 1
 				r.setClear(3, true) // slot 3
 				return r
 			},
@@ -367,9 +364,7 @@ func TestReadLogRingbuffer(t *testing.T) {
 			name: "corrupted tail far behind head is clamped to one lap",
 			build: func() *ring {
 				r := newRing(2, 10, id0)
-				for i := range 3 {
-					r.push(uint64(i), 1, fmt.Sprintf("c%d", i))
-				}
+				r.pushN(3, "c")
 				r.tail = (r.head + 5) & prbIDMask // "after" head: 2^62 ids behind
 				r.sync()
 				return r

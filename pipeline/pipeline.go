@@ -130,7 +130,7 @@ type chunk struct {
 func Run(ctx context.Context, cfg Config) (Stats, error) {
 	start, startCPU := time.Now(), cpuclock.Process()
 	workers := max(cfg.Workers, 1)
-	var workerCPU, producerCPU, waitCPU, writeCPU cpuUsage
+	var workerCPU, producerCPU, waitCPU, writeCPU cpuclock.Counter
 	g, ctx := errgroup.WithContext(ctx)
 
 	// Chunks in flight beyond two per CPU cannot be worked on sooner:
@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 
 	// Producer: walk the 2nd bitmap in pfn order.
 	g.Go(func() error {
-		defer producerCPU.measure()()
+		defer producerCPU.Measure()()
 		defer close(work)
 		defer close(order)
 		m := cfg.Dumpable
@@ -183,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	var zero, compressed, unreadable atomic.Uint64
 	for range workers {
 		g.Go(func() error {
-			defer workerCPU.measure()()
+			defer workerCPU.Measure()()
 			// A page of a mapped vmcore that cannot be read (an I/O error
 			// under /proc/vmcore, a file cut short) faults: make that a
 			// panic this goroutine can recover from, not a crash.
@@ -219,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		// The writer's thread time alternates: waiting for the next chunk
 		// in order (reorder), then writing it.
 		t := cpuclock.Thread()
-		defer func() { waitCPU.add(cpuclock.Thread().Sub(t)) }()
+		defer func() { waitCPU.Add(cpuclock.Thread().Sub(t)) }()
 		for c := range order {
 			select {
 			case <-c.done:
@@ -230,10 +230,10 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 				return c.err
 			}
 			now := cpuclock.Thread()
-			waitCPU.add(now.Sub(t))
+			waitCPU.Add(now.Sub(t))
 			err := cfg.Writer.WritePages(c.pages, c.data)
 			t = cpuclock.Thread()
-			writeCPU.add(t.Sub(now))
+			writeCPU.Add(t.Sub(now))
 			if err != nil {
 				return err
 			}
@@ -250,39 +250,15 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	err := g.Wait()
 	st.ZeroPages, st.Compressed, st.Unreadable = zero.Load(), compressed.Load(), unreadable.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
-	w := workerCPU.load()
+	w := workerCPU.Load()
 	st.CPU = StageCPU{
 		Read:     w.Sys,
 		Compress: w.User,
-		Reorder:  producerCPU.load().Total() + waitCPU.load().Total(),
-		Write:    writeCPU.load().Total(),
+		Reorder:  producerCPU.Load().Total() + waitCPU.Load().Total(),
+		Write:    writeCPU.Load().Total(),
 	}
 	st.Wall, st.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
 	return st, err
-}
-
-// cpuUsage sums the CPU time of the threads of one stage.
-type cpuUsage struct{ user, sys atomic.Int64 }
-
-func (c *cpuUsage) add(u cpuclock.Usage) {
-	c.user.Add(int64(u.User))
-	c.sys.Add(int64(u.Sys))
-}
-
-func (c *cpuUsage) load() cpuclock.Usage {
-	return cpuclock.Usage{User: time.Duration(c.user.Load()), Sys: time.Duration(c.sys.Load())}
-}
-
-// measure locks the calling goroutine to its OS thread and returns the
-// function that, deferred, adds the thread's CPU time since then to c and
-// unlocks it.
-func (c *cpuUsage) measure() func() {
-	runtime.LockOSThread()
-	t := cpuclock.Thread()
-	return func() {
-		c.add(cpuclock.Thread().Sub(t))
-		runtime.UnlockOSThread()
-	}
 }
 
 // worker holds one goroutine's reader and codec state, reused for every

@@ -238,9 +238,8 @@ func (l *ELFLayout) PageRuns() []ELFPageRun {
 	return runs
 }
 
-// phdr encodes load i's program header.
-func (l *ELFLayout) phdr(i int) []byte {
-	ld := l.Loads[i]
+// phdr encodes the load's program header.
+func (ld ELFLoad) phdr() []byte {
 	b := make([]byte, phdrSize)
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], ptLoad)
@@ -276,7 +275,6 @@ type ELF struct {
 
 	load int    // the PT_LOAD whose bytes come next
 	done uint64 // bytes of it written
-
 }
 
 // NewELF writes the headers and notes of l to out. notes must be
@@ -334,7 +332,7 @@ func (e *ELF) cache(buf *[]byte, next *uint64, p []byte) error {
 // cachePhdrs caches the program headers of the PT_LOADs before n.
 func (e *ELF) cachePhdrs(n int) error {
 	for ; e.phdrs < n; e.phdrs++ {
-		if err := e.cache(&e.hdr, &e.hdrNext, e.l.phdr(e.phdrs)); err != nil {
+		if err := e.cache(&e.hdr, &e.hdrNext, e.l.Loads[e.phdrs].phdr()); err != nil {
 			return err
 		}
 	}
@@ -350,10 +348,7 @@ func (e *ELF) WritePages(pages []Page, data []byte) error {
 		}
 		page := data[:ps]
 		data = data[ps:]
-		for e.load < len(e.l.Loads) && e.done == e.l.Loads[e.load].FileSize {
-			e.load++
-			e.done = 0
-		}
+		e.skipFilled()
 		if e.load == len(e.l.Loads) {
 			return fmt.Errorf("elf dump: more pages than the layout's %d bytes of data", e.l.Size-e.l.DataOffset)
 		}
@@ -376,26 +371,35 @@ func (e *ELF) WritePages(pages []Page, data []byte) error {
 // Close writes the remaining program headers and data. It fails if the
 // pages did not fill the layout.
 func (e *ELF) Close() error {
-	for e.load < len(e.l.Loads) && e.done == e.l.Loads[e.load].FileSize {
-		e.load++
-		e.done = 0
-	}
+	e.skipFilled()
 	if e.load != len(e.l.Loads) {
 		return fmt.Errorf("elf dump: PT_LOAD %d of %d got %d of its %d bytes", e.load+1, len(e.l.Loads), e.done, e.l.Loads[e.load].FileSize)
 	}
 	if err := e.cachePhdrs(len(e.l.Loads)); err != nil {
 		return err
 	}
-	if err := e.writeAt(e.hdr, e.hdrNext); err != nil {
+	if err := e.flush(&e.hdr, &e.hdrNext); err != nil {
 		return err
 	}
-	e.hdrNext += uint64(len(e.hdr))
-	e.hdr = e.hdr[:0]
-	if err := e.writeAt(e.data, e.dataNext); err != nil {
+	return e.flush(&e.data, &e.dataNext)
+}
+
+// skipFilled moves past the PT_LOADs whose bytes are all written (and
+// those with none).
+func (e *ELF) skipFilled() {
+	for e.load < len(e.l.Loads) && e.done == e.l.Loads[e.load].FileSize {
+		e.load++
+		e.done = 0
+	}
+}
+
+// flush writes out what a cache holds.
+func (e *ELF) flush(buf *[]byte, next *uint64) error {
+	if err := e.writeAt(*buf, *next); err != nil {
 		return err
 	}
-	e.dataNext += uint64(len(e.data))
-	e.data = e.data[:0]
+	*next += uint64(len(*buf))
+	*buf = (*buf)[:0]
 	return nil
 }
 
@@ -421,7 +425,7 @@ const DumpELFIncomplete = 0x1
 func (e *ELF) Abort() error {
 	const ps = elfPageSize
 	landed := e.dataNext // the data cache goes out in order: all before this is on disk
-	kept := &ELFLayout{}
+	var kept []ELFLoad
 	for _, ld := range e.l.Loads {
 		switch {
 		case ld.FileSize == 0 || ld.Offset+ld.FileSize <= landed:
@@ -435,12 +439,12 @@ func (e *ELF) Abort() error {
 			ld.FileSize = end - ld.Paddr
 			ld.MemSize = ld.FileSize
 		}
-		kept.Loads = append(kept.Loads, ld)
+		kept = append(kept, ld)
 	}
 	area := make([]byte, phdrSize*e.l.PhNum)
 	copy(area, e.l.NotePhdr[:])
-	for i := range kept.Loads {
-		copy(area[phdrSize*(i+1):], kept.phdr(i))
+	for i, ld := range kept {
+		copy(area[phdrSize*(i+1):], ld.phdr())
 	}
 	e.hdr = e.hdr[:0]
 	e.data = e.data[:0]
@@ -448,7 +452,7 @@ func (e *ELF) Abort() error {
 		return fmt.Errorf("rewrite the program headers: %w", err)
 	}
 	le := binary.LittleEndian
-	phnum := 1 + uint64(len(kept.Loads))
+	phnum := 1 + uint64(len(kept))
 	if e.l.Xnum {
 		var n [4]byte
 		le.PutUint32(n[:], uint32(phnum))

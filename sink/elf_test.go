@@ -374,11 +374,10 @@ func checkDump(t *testing.T, b []byte, l *ELFLayout, mem func(uint64, []byte)) {
 	}
 }
 
-// The writer puts each PT_LOAD's bytes where its header says, clipping
-// partial pages, and writes in makedumpfile's order and sizes: the program
-// header area reserved, the ELF header, the notes, then page data in 64 KiB
-// pieces with the program headers (64 KiB pieces too) flushed last.
-func TestELFWriter(t *testing.T) {
+// writerLayout is the layout TestELFWriter and TestELFAbort write, and
+// its notes: three segments, one of them not page-aligned and one with a
+// partial last page, with excluded pages in and between them.
+func writerLayout() (*ELFLayout, []byte) {
 	segs := []ELFSegment{
 		{Paddr: 0x200000, Vaddr: 0xffffffff81000000, MemSize: 600 * pg, Flags: 7},
 		{Paddr: 0x800, Vaddr: 0xffff888000000800, MemSize: 0x200000 + 700*pg - 0x800},
@@ -387,6 +386,15 @@ func TestELFWriter(t *testing.T) {
 	keep := keepAllBut(0x10000+51, [2]uint64{0x100, 0x180}, [2]uint64{0x200 + 10, 0x200 + 300}, [2]uint64{0x200 + 600, 0x200 + 610})
 	notes := bytes.Repeat([]byte("note"), 0x1348/4)
 	l := NewELFLayout(inputEhdr(), notePhdr(uint64(len(notes))), uint64(len(notes)), segs, keep)
+	return l, notes
+}
+
+// The writer puts each PT_LOAD's bytes where its header says, clipping
+// partial pages, and writes in makedumpfile's order and sizes: the program
+// header area reserved, the ELF header, the notes, then page data in 64 KiB
+// pieces with the program headers (64 KiB pieces too) flushed last.
+func TestELFWriter(t *testing.T) {
+	l, notes := writerLayout()
 	if len(l.Loads) != 5 {
 		t.Fatalf("%d PT_LOADs: %+v", len(l.Loads), l.Loads)
 	}
@@ -504,14 +512,7 @@ func TestELFWriterErrors(t *testing.T) {
 // bytes are all in the file and right, the lost ones are gone from the
 // program headers, and the excluded-only PT_LOADs stay.
 func TestELFAbort(t *testing.T) {
-	segs := []ELFSegment{
-		{Paddr: 0x200000, Vaddr: 0xffffffff81000000, MemSize: 600 * pg, Flags: 7},
-		{Paddr: 0x800, Vaddr: 0xffff888000000800, MemSize: 0x200000 + 700*pg - 0x800},
-		{Paddr: 0x10000000, Vaddr: 0xffff888010000000, MemSize: 50*pg + 0x123},
-	}
-	keep := keepAllBut(0x10000+51, [2]uint64{0x100, 0x180}, [2]uint64{0x200 + 10, 0x200 + 300}, [2]uint64{0x200 + 600, 0x200 + 610})
-	notes := bytes.Repeat([]byte("note"), 0x1348/4)
-	l := NewELFLayout(inputEhdr(), notePhdr(uint64(len(notes))), uint64(len(notes)), segs, keep)
+	l, notes := writerLayout()
 	for _, cut := range []uint64{l.DataOffset + 3*elfCacheSize + 100, l.DataOffset + (l.Size-l.DataOffset)/2, l.Size - 1} {
 		out := &memOutput{fail: int64(cut)}
 		e, err := NewELF(out, l, notes)

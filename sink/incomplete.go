@@ -53,7 +53,7 @@ func (k *Kdump) Abort() error {
 	}
 	clear(k.descs[keep:])
 	onDisk := (k.descNext - k.layout.Descs) / kdumpfmt.PageDescSize
-	if keep > 0 && k.writeAt(k.descs[:keep], k.descNext) == nil {
+	if k.writeAt(k.descs[:keep], k.descNext) == nil {
 		onDisk += uint64(keep / kdumpfmt.PageDescSize)
 	}
 	// Best effort: zero the rest of the buffered descriptors (a hole reads

@@ -243,18 +243,22 @@ func (k *Kdump) appendData(data []byte) error {
 		k.data = append(k.data, data...)
 		return nil
 	}
-	if err := k.writeAt(data, k.dataNext); err != nil {
+	return k.writeData(data)
+}
+
+// writeData writes p at dataNext, past the buffered data.
+func (k *Kdump) writeData(p []byte) error {
+	if err := k.writeAt(p, k.dataNext); err != nil {
 		return fmt.Errorf("page data: %w", err)
 	}
-	k.dataNext += uint64(len(data))
+	k.dataNext += uint64(len(p))
 	return nil
 }
 
 func (k *Kdump) flushData() error {
-	if err := k.writeAt(k.data, k.dataNext); err != nil {
-		return fmt.Errorf("page data: %w", err)
+	if err := k.writeData(k.data); err != nil {
+		return err
 	}
-	k.dataNext += uint64(len(k.data))
 	k.data = k.data[:0]
 	return nil
 }
@@ -274,13 +278,10 @@ func (k *Kdump) flushDescs() error {
 	return nil
 }
 
-// Close flushes the data, then the descriptors, as makedumpfile does, and
-// frees the buffers.
+// Close flushes the data, then the descriptors (flushDescs does both), as
+// makedumpfile does, and frees the buffers.
 func (k *Kdump) Close() error {
 	k.buffers()
-	if err := k.flushData(); err != nil {
-		return err
-	}
 	if err := k.flushDescs(); err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func OpenSplitSet(paths []string) (*SplitSet, error) {
 		} else if err := sameDump(&s.parts[0], &p); err != nil {
 			return nil, fmt.Errorf("%s and %s are not parts of one dump: %v", s.parts[0].path, path, err)
 		}
-		if p.header.Status&kdumpfmt.StatusIncomplete != 0 {
+		if p.incomplete() {
 			incomplete = raw
 		}
 		s.header = raw
@@ -302,7 +302,7 @@ func copyPart(first *source.Dump, p splitPart, l layout, cut [][2]uint64, dumpab
 	}
 	size := uint64(st.Size())
 	bs := uint64(d.Header.BlockSize)
-	incomplete := d.Header.Status&kdumpfmt.StatusIncomplete != 0
+	incomplete := p.incomplete()
 	n := d.Dumpable.Count(p.start, p.end)
 	// The part's descriptors fill the first n slots of its descriptor area.
 	dr := bufio.NewReaderSize(io.NewSectionReader(f, int64(l.descs), int64(n*kdumpfmt.PageDescSize)), descBufSize)

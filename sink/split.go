@@ -171,11 +171,12 @@ func (s *Split) Close() error {
 // stopped it from finishing one.
 func (s *Split) Abort() (incomplete []int, err error) {
 	for i := s.cur; i < len(s.ks); i++ {
-		k := s.ks[i]
-		if (i > s.cur && s.counts[i] == 0) || (i == s.cur && s.left == 0) {
-			if k.Close() == nil {
-				continue
-			}
+		k, left := s.ks[i], s.counts[i]
+		if i == s.cur {
+			left = s.left
+		}
+		if left == 0 && k.Close() == nil {
+			continue
 		}
 		incomplete = append(incomplete, i)
 		if aerr := k.Abort(); aerr != nil && err == nil {

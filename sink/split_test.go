@@ -180,15 +180,23 @@ func (d *splitDump) unsplit(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range d.chunks {
-		if err := k.WritePages(d.chunks[i], d.data[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d.writeAll(t, k)
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return out.b
+}
+
+// writeAll hands w every chunk of the dump.
+func (d *splitDump) writeAll(t *testing.T, w interface {
+	WritePages([]Page, []byte) error
+}) {
+	t.Helper()
+	for i := range d.chunks {
+		if err := w.WritePages(d.chunks[i], d.data[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // split writes the dump over len(bounds)-1 files.
@@ -204,11 +212,7 @@ func (d *splitDump) split(t *testing.T, bounds []uint64) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range d.chunks {
-		if err := s.WritePages(d.chunks[i], d.data[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d.writeAll(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,11 +412,7 @@ func TestSplitWriterCountsPages(t *testing.T) {
 	}
 
 	s, _ = NewSplit([]Output{&splitMem{}, &splitMem{}}, d.meta, bounds)
-	for i := range d.chunks {
-		if err := s.WritePages(d.chunks[i], d.data[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d.writeAll(t, s)
 	if err := s.WritePages([]Page{{Zero: true}}, nil); err == nil {
 		t.Error("WritePages accepted a page past the last dumpable one")
 	}
@@ -492,7 +492,7 @@ func TestReassembleIncompletePart(t *testing.T) {
 	parts := d.split(t, bounds)
 	whole := d.unsplit(t)
 	cut := parts[1][:len(parts[1])-5000]
-	cut[424] |= kdumpfmt.StatusIncomplete
+	cut[statusOffset] |= kdumpfmt.StatusIncomplete
 	l := kdumpfmt.NewLayout(m.BlockSize, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
 	var wantLost uint64
 	for k := range m.Dumpable.Count(bounds[1], bounds[2]) {

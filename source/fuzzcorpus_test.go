@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"pagepipe/bitmap"
 	"pagepipe/internal/fuzzcorpus"
 	"pagepipe/internal/synth"
 	"pagepipe/kdumpfmt"
@@ -70,25 +69,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 // tinyDump is smallDump with 512-byte blocks: 64 pfns, every 8th dumped,
 // raw pages of letters.
 func tinyDump() []byte {
-	const n, bs = 64, 512
-	present, dumpable := bitmap.New(n), bitmap.New(n)
-	present.SetRange(0, n)
-	for p := uint64(0); p < n; p += 8 {
-		dumpable.Set(p)
-	}
-	l := kdumpfmt.NewLayout(bs, 0, n, n/8)
-	b := make([]byte, l.Data+n/8*bs)
-	h := kdumpfmt.Header{HeaderVersion: 6, BlockSize: bs, SubHdrSize: int32(l.SubHdrBlocks), BitmapBlocks: uint32(l.BitmapBlocks), MaxMapnr: n}
-	copy(h.Signature[:], kdumpfmt.Signature)
-	copy(b, h.Marshal())
-	sub := kdumpfmt.SubHeader{MaxMapnr64: n}
-	copy(b[bs:], sub.Marshal())
-	present.PutBytes(b[l.Bitmap1:l.Bitmap2], 0)
-	dumpable.PutBytes(b[l.Bitmap2:l.Descs], 0)
-	for i := uint64(0); i < n/8; i++ {
-		off := l.Data + i*bs
-		kdumpfmt.PageDesc{Offset: int64(off), Size: bs}.Put(b[l.Descs+i*kdumpfmt.PageDescSize:])
-		copy(b[off:off+bs], bytes.Repeat([]byte{byte('A' + i)}, bs))
-	}
-	return b
+	return rawDump(512, 8, func(i uint64, page []byte) {
+		copy(page, bytes.Repeat([]byte{byte('A' + i)}, len(page)))
+	})
 }

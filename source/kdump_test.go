@@ -14,25 +14,32 @@ import (
 // smallDump builds a small valid kdump file by hand: 64 pfns, every other
 // one dumped, raw pages whose first byte is the pfn.
 func smallDump(t testing.TB) []byte {
-	const n, bs = 64, 4096
+	return rawDump(4096, 2, func(i uint64, page []byte) { page[0] = byte(2 * i) })
+}
+
+// rawDump builds a valid kdump file of 64 pfns with blocks of bs bytes,
+// every step-th pfn dumped as a raw page that fill writes (i counts the
+// dumped pages).
+func rawDump(bs, step uint64, fill func(i uint64, page []byte)) []byte {
+	const n = 64
 	present, dumpable := bitmap.New(n), bitmap.New(n)
 	present.SetRange(0, n)
-	for p := uint64(0); p < n; p += 2 {
+	for p := uint64(0); p < n; p += step {
 		dumpable.Set(p)
 	}
-	l := kdumpfmt.NewLayout(bs, 0, n, n/2)
-	b := make([]byte, l.Data+n/2*bs)
-	h := kdumpfmt.Header{HeaderVersion: 6, BlockSize: bs, SubHdrSize: int32(l.SubHdrBlocks), BitmapBlocks: uint32(l.BitmapBlocks), MaxMapnr: n}
+	l := kdumpfmt.NewLayout(bs, 0, n, n/step)
+	b := make([]byte, l.Data+n/step*bs)
+	h := kdumpfmt.Header{HeaderVersion: 6, BlockSize: int32(bs), SubHdrSize: int32(l.SubHdrBlocks), BitmapBlocks: uint32(l.BitmapBlocks), MaxMapnr: n}
 	copy(h.Signature[:], kdumpfmt.Signature)
 	copy(b, h.Marshal())
 	sub := kdumpfmt.SubHeader{MaxMapnr64: n}
 	copy(b[bs:], sub.Marshal())
 	present.PutBytes(b[l.Bitmap1:l.Bitmap2], 0)
 	dumpable.PutBytes(b[l.Bitmap2:l.Descs], 0)
-	for i := uint64(0); i < n/2; i++ {
+	for i := uint64(0); i < n/step; i++ {
 		off := l.Data + i*bs
-		kdumpfmt.PageDesc{Offset: int64(off), Size: bs}.Put(b[l.Descs+i*kdumpfmt.PageDescSize:])
-		b[off] = byte(2 * i)
+		kdumpfmt.PageDesc{Offset: int64(off), Size: uint32(bs)}.Put(b[l.Descs+i*kdumpfmt.PageDescSize:])
+		fill(i, b[off:off+bs])
 	}
 	return b
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -56,7 +57,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagepipe bench: "+format+"\n", a...)
 		return exitFailed
 	}
-	m, err := benchMatrix(fs, *workers, *cpus, *mapSizes, *codecs, *levels, *vs)
+	usable, err := bench.UsableCPUs()
+	if err != nil {
+		return failf("%s", oneLine(err))
+	}
+	m, err := benchMatrix(usable, *workers, *cpus, *mapSizes, *codecs, *levels, *vs)
 	if err != nil {
 		return failf("%s", oneLine(err))
 	}
@@ -97,10 +102,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return failf("%s", oneLine(err))
 	}
 	st.BytesIn = r.BytesIn
-	usable, err := bench.UsableCPUs()
-	if err != nil {
-		return failf("%s", oneLine(err))
-	}
 	st.UsableCPUs = bench.FormatCPUs(usable)
 
 	// What the machine gives, apart from the programs.
@@ -152,15 +153,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// benchMatrix reads the matrix flags.
-func benchMatrix(fs *pflag.FlagSet, workers, cpus, mapSizes, codecs, levels, vs string) (bench.Matrix, error) {
+// benchMatrix reads the matrix flags; --cpus picks from usable.
+func benchMatrix(usable []int, workers, cpus, mapSizes, codecs, levels, vs string) (bench.Matrix, error) {
 	var m bench.Matrix
 	var err error
 	if m.Workers, err = bench.ParseInts("workers", workers, 1); err != nil {
-		return m, err
-	}
-	usable, err := bench.UsableCPUs()
-	if err != nil {
 		return m, err
 	}
 	if cpus == "" {
@@ -238,7 +235,7 @@ func generatedVmcore(dir string, sizeMiB int, profile string, seed uint64, stder
 	if err != nil {
 		return "", err
 	}
-	prefix := fmt.Sprintf("gen-%dM-%s-%x-", sizeMiB, cmp(profile, "default"), seed)
+	prefix := fmt.Sprintf("gen-%dM-%s-%x-", sizeMiB, cmp.Or(profile, "default"), seed)
 	path := filepath.Join(dir, prefix+exeHash+".vmcore")
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
@@ -260,13 +257,6 @@ func generatedVmcore(dir string, sizeMiB int, profile string, seed uint64, stder
 		return "", fmt.Errorf("generate vmcore: %w", err)
 	}
 	return path, nil
-}
-
-func cmp(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // executableHash is the first 12 hex digits of this binary's SHA-256.

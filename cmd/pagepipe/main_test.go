@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +75,7 @@ func TestByteIdenticalToMakedumpfile(t *testing.T) {
 				mustPagepipe(t, "-d", level, vmcore, ours)
 				judge.Makedumpfile(t, "-d", level, vmcore, theirs)
 				if a, b := readFile(t, ours), readFile(t, theirs); !bytes.Equal(a, b) {
-					t.Fatalf("dumps differ: %s", firstDiff(a, b))
+					t.Fatalf("dumps differ: %s", judge.FirstDiff(a, b))
 				}
 			})
 		}
@@ -96,17 +95,8 @@ func TestQEMULayoutReadLikeProcVmcore(t *testing.T) {
 	mustPagepipe(t, "-d", "1", qemu, qemu+".pp")
 	judge.Makedumpfile(t, "-d", "1", proc, proc+".mdf")
 	if a, b := readFile(t, qemu+".pp"), readFile(t, proc+".mdf"); !bytes.Equal(a, b) {
-		t.Fatalf("dumps differ: %s", firstDiff(a, b))
+		t.Fatalf("dumps differ: %s", judge.FirstDiff(a, b))
 	}
-}
-
-func firstDiff(a, b []byte) string {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return fmt.Sprintf("first at byte %d of %d and %d", i, len(a), len(b))
-		}
-	}
-	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
 }
 
 // expected returns the hash of every page the dump of s at a level without
@@ -200,7 +190,7 @@ func TestOutputIndependentOfWorkersAndMapSize(t *testing.T) {
 			args := append([]string{"-f", "-c", "-d", "1"}, extra...)
 			mustPagepipe(t, append(args, vmcore, out)...)
 			if got := readFile(t, out); !bytes.Equal(got, want) {
-				t.Fatalf("differs from the 1-worker dump: %s", firstDiff(got, want))
+				t.Fatalf("differs from the 1-worker dump: %s", judge.FirstDiff(got, want))
 			}
 		})
 	}

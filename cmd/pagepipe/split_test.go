@@ -47,7 +47,7 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 				judge.Makedumpfile(t, append(append(append([]string{"--split"}, args...), vmcore), theirs...)...)
 				for i := range ours {
 					if a, b := readFile(t, ours[i]), readFile(t, theirs[i]); !bytes.Equal(a, b) {
-						t.Fatalf("split file %d differs: %s", i, firstDiff(a, b))
+						t.Fatalf("split file %d differs: %s", i, judge.FirstDiff(a, b))
 					}
 				}
 
@@ -60,7 +60,7 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 				judge.Makedumpfile(t, append(append([]string{"--reassemble"}, theirs...), ref)...)
 				want := readFile(t, ref)
 				if whole := readFile(t, whole); !bytes.Equal(want, whole) && name != "unaligned" {
-					t.Fatalf("makedumpfile --reassemble differs from the unsplit dump: %s", firstDiff(want, whole))
+					t.Fatalf("makedumpfile --reassemble differs from the unsplit dump: %s", judge.FirstDiff(want, whole))
 				}
 				rev := slices.Clone(ours)
 				slices.Reverse(rev)
@@ -68,7 +68,7 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 					out := filepath.Join(sub, fmt.Sprintf("re%d", i))
 					mustPagepipe(t, append(append([]string{"--reassemble"}, parts...), out)...)
 					if got := readFile(t, out); !bytes.Equal(got, want) {
-						t.Fatalf("pagepipe --reassemble %d differs from makedumpfile's: %s", i, firstDiff(got, want))
+						t.Fatalf("pagepipe --reassemble %d differs from makedumpfile's: %s", i, judge.FirstDiff(got, want))
 					}
 				}
 			})
@@ -89,7 +89,7 @@ func TestSplitIndependentOfWorkers(t *testing.T) {
 			if want == nil || len(want) <= i {
 				want = append(want, b)
 			} else if !bytes.Equal(b, want[i]) {
-				t.Fatalf("%s workers: file %d differs: %s", n, i, firstDiff(b, want[i]))
+				t.Fatalf("%s workers: file %d differs: %s", n, i, judge.FirstDiff(b, want[i]))
 			}
 		}
 	}

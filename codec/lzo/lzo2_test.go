@@ -9,6 +9,7 @@ package lzo_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -262,38 +263,18 @@ func FuzzDecompressVsLiblzo2(f *testing.F) {
 // BenchmarkCompressC is BenchmarkCompressGo with liblzo2's
 // lzo1x_1_compress, one cgo call per page.
 func BenchmarkCompressC(b *testing.B) {
-	pages := pagesFor(b)
 	cc := newC(b)
 	defer cc.Close()
-	dst := make([]byte, 0, lzo.MaxCompressedLen(pageSize))
-	total := 0
-	for _, p := range pages {
-		total += len(cc.Compress(dst, p))
-	}
-	b.SetBytes(pageSize)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		dst = cc.Compress(dst, pages[i%len(pages)])
-	}
-	// After the loop: b.Loop drops metrics reported before it.
-	b.ReportMetric(float64(total)/float64(len(pages)*pageSize), "ratio")
+	benchCompress(b, cc.Compress)
 }
 
 // BenchmarkDecompressC is BenchmarkDecompressGo with liblzo2's
 // lzo1x_decompress_safe.
 func BenchmarkDecompressC(b *testing.B) {
-	pages := pagesFor(b)
-	var c lzo.Compressor
-	streams := make([][]byte, len(pages))
-	for i, p := range pages {
-		streams[i] = c.Compress(nil, p)
-	}
-	out := make([]byte, pageSize)
-	b.SetBytes(pageSize)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if _, code := cref.LZODecompress(out, streams[i%len(streams)]); code != 0 {
-			b.Fatal(code)
+	benchDecompress(b, func(out, src []byte) error {
+		if _, code := cref.LZODecompress(out, src); code != 0 {
+			return fmt.Errorf("liblzo2 code %d", code)
 		}
-	}
+		return nil
+	})
 }

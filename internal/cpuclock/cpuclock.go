@@ -6,6 +6,8 @@
 package cpuclock
 
 import (
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,4 +53,31 @@ func rusage(who int) Usage {
 
 func timeval(tv unix.Timeval) time.Duration {
 	return time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond
+}
+
+// Counter sums the CPU time of several threads, such as the goroutines of
+// one stage; it is safe for concurrent use.
+type Counter struct{ user, sys atomic.Int64 }
+
+// Add adds u to the sum.
+func (c *Counter) Add(u Usage) {
+	c.user.Add(int64(u.User))
+	c.sys.Add(int64(u.Sys))
+}
+
+// Load is the sum so far.
+func (c *Counter) Load() Usage {
+	return Usage{User: time.Duration(c.user.Load()), Sys: time.Duration(c.sys.Load())}
+}
+
+// Measure locks the calling goroutine to its OS thread and returns the
+// function that, deferred, adds the thread's CPU time since then to c and
+// unlocks it.
+func (c *Counter) Measure() func() {
+	runtime.LockOSThread()
+	t := Thread()
+	return func() {
+		c.Add(Thread().Sub(t))
+		runtime.UnlockOSThread()
+	}
 }

@@ -35,3 +35,23 @@ func BenchmarkThread(b *testing.B) {
 		Thread()
 	}
 }
+
+func TestCounter(t *testing.T) {
+	var c Counter
+	c.Add(Usage{User: 2, Sys: 3})
+	c.Add(Usage{User: 5, Sys: 7})
+	if got := c.Load(); got != (Usage{User: 7, Sys: 10}) {
+		t.Fatalf("Load = %+v, want {7 10}", got)
+	}
+	func() {
+		defer c.Measure()()
+		spinSum := 0
+		for i := range 1_000_000 {
+			spinSum += i
+		}
+		_ = spinSum
+	}()
+	if got := c.Load(); got.Total() < 17 {
+		t.Fatalf("Load after Measure = %+v, less than before", got)
+	}
+}

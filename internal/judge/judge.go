@@ -116,6 +116,17 @@ func (want Pages) Diff(got Pages) string {
 	return b.String()
 }
 
+// FirstDiff says where two files' bytes, a and b, first differ, for a
+// test's failure message.
+func FirstDiff(a, b []byte) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("first at byte %d of %d and %d", i, len(a), len(b))
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -71,6 +71,19 @@ func kernelVariants() map[string]Spec {
 	return m
 }
 
+// kernelTranslator is s's VMCOREINFO, its memory, and the kernel
+// package's page-table walk over both.
+func kernelTranslator(t testing.TB, s Spec) (*kernel.VMCOREINFO, *memReader, *kernel.Translator) {
+	t.Helper()
+	vi := parseVI(t, s)
+	r := newMemReader(t, s)
+	tr, err := kernel.NewTranslator(r, vi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vi, r, tr
+}
+
 func parseVI(t testing.TB, s Spec) *kernel.VMCOREINFO {
 	t.Helper()
 	text, err := KernelVMCOREINFO(s)
@@ -201,41 +214,32 @@ func utsAddress(t testing.TB, vi *kernel.VMCOREINFO) uint64 {
 // say; SYMBOL(mem_section) leads to sections whose mem_map is the vmemmap
 // base, for present sections only.
 func TestKernelTranslator(t *testing.T) {
-	vs := kernelVariants()
-	for _, name := range sortedNames(vs) {
-		s := vs[name]
-		t.Run(name, func(t *testing.T) {
-			vi := parseVI(t, s)
-			r := newMemReader(t, s)
-			tr, err := kernel.NewTranslator(r, vi)
-			if err != nil {
-				t.Fatal(err)
-			}
-			uts := make([]byte, 6*utsLen)
-			if err := tr.ReadVirt(utsAddress(t, vi), uts); err != nil {
-				t.Fatal(err)
-			}
-			field := func(i int) string { return string(bytes.TrimRight(uts[i*utsLen:(i+1)*utsLen], "\x00")) }
-			if field(0) != "Linux" || field(2) != vi.OSRelease() || field(4) != "x86_64" {
-				t.Errorf("utsname %q %q %q", field(0), field(2), field(4))
-			}
-			po, err := tr.FindPageOffset()
-			if err != nil {
-				t.Fatal(err)
-			}
-			segs := s.FileSegments()
-			if ram := segs[len(segs)-1]; ram.Vaddr-ram.Paddr != po {
-				t.Errorf("PAGE_OFFSET %#x, PT_LOAD says %#x", po, ram.Vaddr-ram.Paddr)
-			}
-			if stext, _ := vi.Symbol("_stext"); segs[0].Vaddr != stext {
-				t.Errorf("kernel-text PT_LOAD at %#x, _stext %#x", segs[0].Vaddr, stext)
-			}
-			if pa, err := tr.VtoP(segs[0].Vaddr); err != nil || pa != segs[0].Paddr {
-				t.Errorf("_stext translates to %#x (%v), PT_LOAD paddr %#x", pa, err, segs[0].Paddr)
-			}
-			checkMemSection(t, s, vi, tr)
-		})
-	}
+	runSorted(t, kernelVariants(), func(t *testing.T, s Spec) {
+		vi, _, tr := kernelTranslator(t, s)
+		uts := make([]byte, 6*utsLen)
+		if err := tr.ReadVirt(utsAddress(t, vi), uts); err != nil {
+			t.Fatal(err)
+		}
+		field := func(i int) string { return string(bytes.TrimRight(uts[i*utsLen:(i+1)*utsLen], "\x00")) }
+		if field(0) != "Linux" || field(2) != vi.OSRelease() || field(4) != "x86_64" {
+			t.Errorf("utsname %q %q %q", field(0), field(2), field(4))
+		}
+		po, err := tr.FindPageOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		segs := s.FileSegments()
+		if ram := segs[len(segs)-1]; ram.Vaddr-ram.Paddr != po {
+			t.Errorf("PAGE_OFFSET %#x, PT_LOAD says %#x", po, ram.Vaddr-ram.Paddr)
+		}
+		if stext, _ := vi.Symbol("_stext"); segs[0].Vaddr != stext {
+			t.Errorf("kernel-text PT_LOAD at %#x, _stext %#x", segs[0].Vaddr, stext)
+		}
+		if pa, err := tr.VtoP(segs[0].Vaddr); err != nil || pa != segs[0].Paddr {
+			t.Errorf("_stext translates to %#x (%v), PT_LOAD paddr %#x", pa, err, segs[0].Paddr)
+		}
+		checkMemSection(t, s, vi, tr)
+	})
 }
 
 func checkMemSection(t *testing.T, s Spec, vi *kernel.VMCOREINFO, tr *kernel.Translator) {
@@ -420,45 +424,36 @@ func (h *headRules) scan(end uint64, inRAM func(uint64) bool, readPages func(pfn
 // TestKernelStructPagesHeadRules runs headRules over every variant at the
 // dump levels that matter and compares with ExpectedFilter.
 func TestKernelStructPagesHeadRules(t *testing.T) {
-	vs := kernelVariants()
-	for _, name := range sortedNames(vs) {
-		s := vs[name]
-		t.Run(name, func(t *testing.T) {
-			vi := parseVI(t, s)
-			r := newMemReader(t, s)
-			tr, err := kernel.NewTranslator(r, vi)
+	runSorted(t, kernelVariants(), func(t *testing.T, s Spec) {
+		vi, r, tr := kernelTranslator(t, s)
+		k := r.k
+		vmemmap := k.vmemmap
+		buf := make([]byte, 2*structPageSize)
+		read := func(pfn, n uint64) []byte {
+			if err := tr.ReadVirt(vmemmap+pfn*structPageSize, buf[:n*structPageSize]); err != nil {
+				t.Fatalf("struct page of pfn %#x: %v", pfn, err)
+			}
+			return buf
+		}
+		inRAM := func(pfn uint64) bool { return k.inRAM(pfn, pfn+1) }
+		for _, level := range []int{2, 4, 8, 16, 30} {
+			h := &headRules{vi: vi, num: vi.Number, level: level}
+			got, gfc := h.scan(k.endPFN, inRAM, read)
+			want, wfc, err := ExpectedFilter(s, level)
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := r.k
-			vmemmap := k.vmemmap
-			buf := make([]byte, 2*structPageSize)
-			read := func(pfn, n uint64) []byte {
-				if err := tr.ReadVirt(vmemmap+pfn*structPageSize, buf[:n*structPageSize]); err != nil {
-					t.Fatalf("struct page of pfn %#x: %v", pfn, err)
-				}
-				return buf
+			if gfc != wfc {
+				t.Errorf("level %d: scan counts %+v, truth %+v", level, gfc, wfc)
 			}
-			inRAM := func(pfn uint64) bool { return k.inRAM(pfn, pfn+1) }
-			for _, level := range []int{2, 4, 8, 16, 30} {
-				h := &headRules{vi: vi, num: vi.Number, level: level}
-				got, gfc := h.scan(k.endPFN, inRAM, read)
-				want, wfc, err := ExpectedFilter(s, level)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if gfc != wfc {
-					t.Errorf("level %d: scan counts %+v, truth %+v", level, gfc, wfc)
-				}
-				if d := firstDiff(got, want); d >= 0 {
-					t.Errorf("level %d: bitmaps differ first at pfn %#x (%s)", level, d, TruthOf(s, uint64(d)))
-				}
-				if odd := h.oddSlabs > 0; odd != k.prof.slabMappingCount {
-					t.Errorf("level %d: %d slab pages with an odd mapping", level, h.oddSlabs)
-				}
+			if d := firstDiff(got, want); d >= 0 {
+				t.Errorf("level %d: bitmaps differ first at pfn %#x (%s)", level, d, TruthOf(s, uint64(d)))
 			}
-		})
-	}
+			if odd := h.oddSlabs > 0; odd != k.prof.slabMappingCount {
+				t.Errorf("level %d: %d slab pages with an odd mapping", level, h.oddSlabs)
+			}
+		}
+	})
 }
 
 func firstDiff(a, b []byte) int {
@@ -481,46 +476,42 @@ func firstDiff(a, b []byte) int {
 // block decompositions behind TruthRuns and the struct pages; every class
 // the brief asks for occurs; folios are aligned and whole.
 func TestTruthConsistency(t *testing.T) {
-	vs := kernelVariants()
-	for _, name := range sortedNames(vs) {
-		s := vs[name]
-		t.Run(name, func(t *testing.T) {
-			runs, err := TruthRuns(s)
-			if err != nil {
-				t.Fatal(err)
+	runSorted(t, kernelVariants(), func(t *testing.T, s Spec) {
+		runs, err := TruthRuns(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n [NumClasses]uint64
+		next := uint64(0)
+		for _, r := range runs {
+			if r.Start != next {
+				t.Fatalf("run at %#x, want %#x", r.Start, next)
 			}
-			var n [NumClasses]uint64
-			next := uint64(0)
-			for _, r := range runs {
-				if r.Start != next {
-					t.Fatalf("run at %#x, want %#x", r.Start, next)
-				}
-				next = r.Start + r.Count
-				n[r.Class] += r.Count
-				for _, pfn := range []uint64{r.Start, r.Start + r.Count/2, r.Start + r.Count - 1} {
-					if c := TruthOf(s, pfn); c != r.Class {
-						t.Fatalf("pfn %#x: TruthOf %s, run says %s", pfn, c, r.Class)
-					}
+			next = r.Start + r.Count
+			n[r.Class] += r.Count
+			for _, pfn := range []uint64{r.Start, r.Start + r.Count/2, r.Start + r.Count - 1} {
+				if c := TruthOf(s, pfn); c != r.Class {
+					t.Fatalf("pfn %#x: TruthOf %s, run says %s", pfn, c, r.Class)
 				}
 			}
-			wantCls := []Class{Hole, Kernel, Slab, Cache, CachePrivate, SwapCache, Anon, Free, Hwpoison}
-			if s.Kernel.KASLR { // the 256 MiB ones
-				wantCls = append(wantCls, Hugetlb)
+		}
+		wantCls := []Class{Hole, Kernel, Slab, Cache, CachePrivate, SwapCache, Anon, Free, Hwpoison}
+		if s.Kernel.KASLR { // the 256 MiB ones
+			wantCls = append(wantCls, Hugetlb)
+		}
+		if s.Kernel.Profile != "4.19" {
+			wantCls = append(wantCls, Offline)
+		}
+		if s.Kernel.Unaccepted {
+			wantCls = append(wantCls, Unaccepted)
+		}
+		for _, c := range wantCls {
+			if n[c] == 0 {
+				t.Errorf("no %s pages", c)
 			}
-			if s.Kernel.Profile != "4.19" {
-				wantCls = append(wantCls, Offline)
-			}
-			if s.Kernel.Unaccepted {
-				wantCls = append(wantCls, Unaccepted)
-			}
-			for _, c := range wantCls {
-				if n[c] == 0 {
-					t.Errorf("no %s pages", c)
-				}
-			}
-			t.Logf("%v", n)
-		})
-	}
+		}
+		t.Logf("%v", n)
+	})
 }
 
 // TestTruthFile round-trips WriteTruth through ReadTruth.
@@ -581,20 +572,8 @@ func TestKernelSpecValidate(t *testing.T) {
 // sparse file is the same bytes, and Page agrees with the file.
 func TestKernelDenseEqualsSparse(t *testing.T) {
 	s := NewKernelMachine(KernelSpec{Profile: "6.9", KASLR: true}, 64)
-	g, err := GeometryOf(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &memAt{bytes.Repeat([]byte{0xee}, int(g.Size))}
-	if err := Write(m, s); err != nil {
-		t.Fatal(err)
-	}
-	path, _ := writeTemp(t, s)
-	fb, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := firstDiff(m.b, fb); d >= 0 {
+	g, dense, fb := denseAndFile(t, s)
+	if d := firstDiff(dense, fb); d >= 0 {
 		t.Fatalf("Write and WriteFile differ at byte %#x", d/8)
 	}
 	buf := make([]byte, PageSize)

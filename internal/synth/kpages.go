@@ -65,7 +65,7 @@ func (k *kmem) theme(pfn uint64) int {
 		return themeKernel
 	case u < 0.90:
 		return themeSlab
-	case u < 0.98 || !k.prof.hasOffline:
+	case u < 0.98 || k.prof.offlineType == 0: // no PageOffline before 5.0
 		return themeMixed
 	}
 	return themeBalloon
@@ -175,7 +175,7 @@ func (k *kmem) smallClass(pfn uint64, u float64, v uint32) Class {
 		return pick([]Class{Offline, Free}, []float64{.90})
 	}
 	cs := []Class{Kernel, Slab, Cache, CachePrivate, SwapCache, Anon, Free}
-	if k.prof.hasOffline {
+	if k.prof.offlineType != 0 { // PageOffline exists (5.0+)
 		cs = append(cs, Offline)
 	}
 	return cs[int(u*float64(len(cs)))]

@@ -126,11 +126,9 @@ type profile struct {
 	// struct began with a kref (≤ 5.10), 0 after (fixture).
 	utsNameOff uint64
 
-	// largeFolios: the era has large page-cache folios (5.17+) and, from
+	// largeCacheFolios: the era has large page-cache folios (5.17+) and, from
 	// 6.8, anonymous mTHP.
 	largeCacheFolios, anonMTHP bool
-	// hasOffline: PageOffline exists (5.0+).
-	hasOffline bool
 
 	vmcoreinfo func(k *kmem) []kv
 }
@@ -216,7 +214,7 @@ var profiles = map[string]*profile{
 		pg:      flags510, hugetlbFlag1: -1, largeRmappable: -1,
 		orders: orderPage1Fields, hugetlb: hugetlbDtor,
 		buddyType: oldBuddy, offlineType: oldOffline, tableType: oldTable,
-		utsNameOff: 4, hasOffline: true,
+		utsNameOff: 4,
 		vmcoreinfo: vmcoreinfo510,
 	},
 	"6.1": {
@@ -225,7 +223,7 @@ var profiles = map[string]*profile{
 		pg:      flags510, hugetlbFlag1: -1, largeRmappable: -1,
 		orders: orderPage1Fields, hugetlb: hugetlbDtor,
 		buddyType: oldBuddy, offlineType: oldOffline, tableType: oldTable,
-		utsNameOff: 0, hasOffline: true, largeCacheFolios: true,
+		utsNameOff: 0, largeCacheFolios: true,
 		vmcoreinfo: vmcoreinfo61,
 	},
 	"6.6": {
@@ -237,7 +235,7 @@ var profiles = map[string]*profile{
 		orders: orderFlags1, hugetlb: hugetlbPage1Bit,
 		buddyType: oldBuddy, offlineType: oldOffline, tableType: oldTable,
 		slabMappingCount: true, slabCacheAtLRU: true,
-		utsNameOff: 0, hasOffline: true, largeCacheFolios: true,
+		utsNameOff: 0, largeCacheFolios: true,
 		vmcoreinfo: vmcoreinfo66,
 	},
 	"6.9": {
@@ -249,7 +247,7 @@ var profiles = map[string]*profile{
 		orders: orderFlags1, hugetlb: hugetlbPageType,
 		buddyType: oldBuddy, offlineType: oldOffline, tableType: oldTable, hugetlbType: oldHugetlb,
 		slabMappingCount: true, slabCacheAtLRU: true,
-		utsNameOff: 0, hasOffline: true, largeCacheFolios: true, anonMTHP: true,
+		utsNameOff: 0, largeCacheFolios: true, anonMTHP: true,
 		vmcoreinfo: vmcoreinfo69,
 	},
 	"6.12": {
@@ -260,7 +258,7 @@ var profiles = map[string]*profile{
 		buddyType: pgtyBuddy, offlineType: pgtyOffline, tableType: pgtyTable,
 		hugetlbType: pgtyHugetlb, slabType: pgtySlab,
 		slabMappingCount: true, slabCacheAtLRU: true,
-		utsNameOff: 0, hasOffline: true, largeCacheFolios: true, anonMTHP: true,
+		utsNameOff: 0, largeCacheFolios: true, anonMTHP: true,
 		vmcoreinfo: vmcoreinfo612,
 	},
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -135,45 +136,40 @@ func testSpecs() map[string]Spec {
 	return m
 }
 
-func sortedNames(m map[string]Spec) []string {
-	var names []string
-	for n := range m {
-		names = append(names, n)
+// runSorted runs f as a subtest for each spec, in name order.
+func runSorted(t *testing.T, specs map[string]Spec, f func(t *testing.T, s Spec)) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		t.Run(name, func(t *testing.T) { f(t, specs[name]) })
 	}
-	sort.Strings(names)
-	return names
 }
 
 func TestShapes(t *testing.T) {
-	specs := testSpecs()
-	for _, name := range sortedNames(specs) {
-		s := specs[name]
-		t.Run(name, func(t *testing.T) {
-			g, err := GeometryOf(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g.Size > 64<<20 {
-				t.Errorf("shape is %d bytes; shapes should stay small", g.Size)
-			}
-			_, f := writeTemp(t, s)
-			st, err := f.Stat()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Size() != g.Size {
-				t.Fatalf("file size %d, geometry says %d", st.Size(), g.Size)
-			}
-			e := parseRaw(t, f)
-			checkHeader(t, s, g, e)
-			if !g.Xnum {
-				checkStdlib(t, f, e)
-			}
-			checkNotes(t, s, g, f, e)
-			checkData(t, s, f, e)
-			checkHoles(t, s)
-		})
-	}
+	runSorted(t, testSpecs(), func(t *testing.T, s Spec) {
+		g, err := GeometryOf(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Size > 64<<20 {
+			t.Errorf("shape is %d bytes; shapes should stay small", g.Size)
+		}
+		_, f := writeTemp(t, s)
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != g.Size {
+			t.Fatalf("file size %d, geometry says %d", st.Size(), g.Size)
+		}
+		e := parseRaw(t, f)
+		checkHeader(t, s, g, e)
+		if !g.Xnum {
+			checkStdlib(t, f, e)
+		}
+		checkNotes(t, s, g, f, e)
+		checkData(t, s, f, e)
+		checkHoles(t, s)
+	})
 }
 
 func checkHeader(t *testing.T, s Spec, g Geometry, e rawELF) {
@@ -377,30 +373,37 @@ func (m *memAt) WriteAt(p []byte, off int64) (int, error) {
 	return copy(m.b[off:], p), nil
 }
 
+// denseAndFile is s's geometry, s written by Write over memory filled with
+// 0xee, and s written by WriteFile as a sparse file.
+func denseAndFile(t *testing.T, s Spec) (g Geometry, dense, file []byte) {
+	t.Helper()
+	g, err := GeometryOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memAt{bytes.Repeat([]byte{0xee}, int(g.Size))}
+	if err := Write(m, s); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := writeTemp(t, s)
+	file, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, m.b, file
+}
+
 func TestWriteDenseEqualsSparse(t *testing.T) {
-	specs := testSpecs()
-	for _, name := range sortedNames(specs) {
-		s := specs[name]
-		t.Run(name, func(t *testing.T) {
-			g, _ := GeometryOf(s)
-			m := &memAt{bytes.Repeat([]byte{0xee}, int(g.Size))}
-			if err := Write(m, s); err != nil {
-				t.Fatal(err)
-			}
-			path, _ := writeTemp(t, s)
-			fb, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(m.b, fb) {
-				for i := range fb {
-					if fb[i] != m.b[i] {
-						t.Fatalf("Write and WriteFile differ first at %#x", i)
-					}
+	runSorted(t, testSpecs(), func(t *testing.T, s Spec) {
+		_, dense, fb := denseAndFile(t, s)
+		if !bytes.Equal(dense, fb) {
+			for i := range fb {
+				if fb[i] != dense[i] {
+					t.Fatalf("Write and WriteFile differ first at %#x", i)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestSparseFileHasHoles(t *testing.T) {

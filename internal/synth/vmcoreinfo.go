@@ -153,32 +153,54 @@ func join(parts ...[]kv) []kv {
 	return l
 }
 
-// vmcoreinfo419: 4.19's crash_core.c. No BUILD-ID, no
-// OFFSET(uts_namespace.name) (makedumpfile then reads the name at
-// init_uts_ns + sizeof(int), after the kref), no SECTION_SIZE_BITS or
-// MAX_PHYSMEM_BITS (makedumpfile's x86_64 defaults are 27 and 46), the
-// printk_log ring buffer, and no PAGE_OFFLINE_MAPCOUNT_VALUE (5.0).
-func vmcoreinfo419(k *kmem) []kv {
-	return join(viHead(k, false), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
+// viUTS is SYMBOL(init_uts_ns) through SYMBOL(swapper_pg_dir); utsName
+// adds OFFSET(uts_namespace.name) (6.0+).
+func viUTS(k *kmem, utsName bool) []kv {
+	l := []kv{viSym("init_uts_ns", k.sym["init_uts_ns"])}
+	if utsName {
+		l = append(l, viOff("uts_namespace.name", 0))
+	}
+	return append(l,
 		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-		viSym("_stext", k.textVA),
-		viSym("vmap_area_list", k.sym["vmap_area_list"]),
-	}, memSection(k, false, false), structSizes(), []kv{
-		viOff("page.compound_dtor", offDtor), viOff("page.compound_order", offOrder), viOff("page.compound_head", offLRU),
-	}, pgdatOffsets(), []kv{
-		viOff("vmap_area.va_start", 0), viOff("vmap_area.list", 48), // va_start, va_end, flags, rb_node, list
-		viLen("zone.free_area", lenFreeAreaOrder),
+		viSym("swapper_pg_dir", k.sym["init_top_pgt"]))
+}
+
+// viMM is the part from SYMBOL(_stext) through LENGTH(free_area.free_list).
+// sec is the mem_section block; compoundDtor adds page.compound_dtor and
+// page.compound_order (gone in 6.6, the order is in page[1].flags);
+// vmapList is OFFSET(vmap_area.list), or 0 from 6.9 on, where
+// vmap_area_list and the vmap_area offsets gave way to
+// NUMBER(VMALLOC_START) ("mm: vmalloc: remove vmap_area_list"); ring is
+// the printk buffer's block.
+func viMM(k *kmem, sec []kv, compoundDtor bool, vmapList int, ring []kv) []kv {
+	l := []kv{viSym("_stext", k.textVA)}
+	if vmapList == 0 {
+		l = append(l, kv{"NUMBER(VMALLOC_START)", fmt.Sprintf("0x%x", k.vmallocStart)})
+	} else {
+		l = append(l, viSym("vmap_area_list", k.sym["vmap_area_list"]))
+	}
+	l = append(append(l, sec...), structSizes()...)
+	if compoundDtor {
+		l = append(l, viOff("page.compound_dtor", offDtor), viOff("page.compound_order", offOrder))
+	}
+	l = append(append(l, viOff("page.compound_head", offLRU)), pgdatOffsets()...)
+	if vmapList != 0 {
+		l = append(l, viOff("vmap_area.va_start", 0), viOff("vmap_area.list", vmapList))
+	}
+	l = append(append(l, viLen("zone.free_area", lenFreeAreaOrder)), ring...)
+	return append(l, viLen("free_area.free_list", lenFreeList))
+}
+
+// printkLog is log_buf_vmcoreinfo_setup for the printk_log ring buffer
+// (before 5.10).
+func printkLog(k *kmem) []kv {
+	return []kv{
 		viSym("log_buf", k.sym["log_buf"]), viSym("log_buf_len", k.sym["log_buf_len"]),
 		viSym("log_first_idx", k.sym["log_first_idx"]), viSym("clear_idx", k.sym["clear_idx"]),
 		viSym("log_next_idx", k.sym["log_next_idx"]),
 		viSize("printk_log", 16), viOff("printk_log.ts_nsec", 0), viOff("printk_log.len", 8),
 		viOff("printk_log.text_len", 10), viOff("printk_log.dict_len", 12),
-		viLen("free_area.free_list", lenFreeList),
-	}, pageFlagNumbers(k, false), []kv{
-		viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor),
-	}, archX86(k, false))
+	}
 }
 
 // pageFlagNumbers is NR_FREE_PAGES through PAGE_BUDDY_MAPCOUNT_VALUE;
@@ -202,118 +224,77 @@ func pageFlagNumbers(k *kmem, slabType bool) []kv {
 		viNum("PAGE_BUDDY_MAPCOUNT_VALUE", pageTypeNumber(p.buddyType)))
 }
 
+// offlineNumber is NUMBER(PAGE_OFFLINE_MAPCOUNT_VALUE) (5.0+).
+func offlineNumber(k *kmem) kv {
+	return viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType))
+}
+
+// vmcoreinfo419: 4.19's crash_core.c. No BUILD-ID, no
+// OFFSET(uts_namespace.name) (makedumpfile then reads the name at
+// init_uts_ns + sizeof(int), after the kref), no SECTION_SIZE_BITS or
+// MAX_PHYSMEM_BITS (makedumpfile's x86_64 defaults are 27 and 46), the
+// printk_log ring buffer, and no PAGE_OFFLINE_MAPCOUNT_VALUE (5.0).
+func vmcoreinfo419(k *kmem) []kv {
+	// vmap_area.list 48: after va_start, va_end, flags, rb_node.
+	return join(viHead(k, false), viUTS(k, false),
+		viMM(k, memSection(k, false, false), true, 48, printkLog(k)),
+		pageFlagNumbers(k, false), []kv{
+			viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor),
+		}, archX86(k, false))
+}
+
 // vmcoreinfo510: 5.10.13's crash_core.c: BUILD-ID, MAX_PHYSMEM_BITS, the
 // lockless printk ring buffer without latched_seq (5.13), PG_offline, and
 // sme_mask from x86.
 func vmcoreinfo510(k *kmem) []kv {
-	return join(viHead(k, true), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
-		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-		viSym("_stext", k.textVA),
-		viSym("vmap_area_list", k.sym["vmap_area_list"]),
-	}, memSection(k, false, true), structSizes(), []kv{
-		viOff("page.compound_dtor", offDtor), viOff("page.compound_order", offOrder), viOff("page.compound_head", offLRU),
-	}, pgdatOffsets(), []kv{
-		viOff("vmap_area.va_start", 0), viOff("vmap_area.list", 40),
-		viLen("zone.free_area", lenFreeAreaOrder),
-	}, printkRing(k, false), []kv{
-		viLen("free_area.free_list", lenFreeList),
-	}, pageFlagNumbers(k, false), []kv{
-		viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor),
-		viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType)),
-	}, archX86(k, true))
+	return join(viHead(k, true), viUTS(k, false),
+		viMM(k, memSection(k, false, true), true, 40, printkRing(k, false)),
+		pageFlagNumbers(k, false), []kv{
+			viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor), offlineNumber(k),
+		}, archX86(k, true))
 }
 
 // vmcoreinfo61 reproduces the fixture's key set and order exactly.
 func vmcoreinfo61(k *kmem) []kv {
-	return join(viHead(k, true), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
-		viOff("uts_namespace.name", 0),
-		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-		viSym("_stext", k.textVA),
-		viSym("vmap_area_list", k.sym["vmap_area_list"]),
-	}, memSection(k, true, true), structSizes(), []kv{
-		viOff("page.compound_dtor", offDtor), viOff("page.compound_order", offOrder), viOff("page.compound_head", offLRU),
-	}, pgdatOffsets(), []kv{
-		viOff("vmap_area.va_start", 0), viOff("vmap_area.list", 40),
-		viLen("zone.free_area", lenFreeAreaOrder),
-	}, printkRing(k, true), []kv{
-		viLen("free_area.free_list", lenFreeList),
-	}, pageFlagNumbers(k, false), []kv{
-		viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor),
-		viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType)),
-	}, kallsyms(k), archX86(k, true))
+	return join(viHead(k, true), viUTS(k, true),
+		viMM(k, memSection(k, true, true), true, 40, printkRing(k, true)),
+		pageFlagNumbers(k, false), []kv{
+			viNum("HUGETLB_PAGE_DTOR", hugetlbPageDtor), offlineNumber(k),
+		}, kallsyms(k), archX86(k, true))
 }
 
 // vmcoreinfo66: 6.6's crash_core.c: no compound_dtor/compound_order (the
 // order is in page[1].flags), NUMBER(PG_hugetlb) instead of
 // HUGETLB_PAGE_DTOR.
 func vmcoreinfo66(k *kmem) []kv {
-	return join(viHead(k, true), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
-		viOff("uts_namespace.name", 0),
-		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-		viSym("_stext", k.textVA),
-		viSym("vmap_area_list", k.sym["vmap_area_list"]),
-	}, memSection(k, true, true), structSizes(), []kv{
-		viOff("page.compound_head", offLRU),
-	}, pgdatOffsets(), []kv{
-		viOff("vmap_area.va_start", 0), viOff("vmap_area.list", 40),
-		viLen("zone.free_area", lenFreeAreaOrder),
-	}, printkRing(k, true), []kv{
-		viLen("free_area.free_list", lenFreeList),
-	}, pageFlagNumbers(k, false), []kv{
-		viNum("PG_hugetlb", int64(k.prof.hugetlbFlag1)),
-		viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType)),
-	}, kallsyms(k), archX86(k, true))
-}
-
-// after69 is the part from SYMBOL(_stext) on that 6.9 and 6.12 share:
-// vmap_area_list and the vmap_area offsets gave way to
-// NUMBER(VMALLOC_START) ("mm: vmalloc: remove vmap_area_list", 6.9).
-func after69(k *kmem) []kv {
-	return join([]kv{
-		viSym("_stext", k.textVA),
-		{"NUMBER(VMALLOC_START)", fmt.Sprintf("0x%x", k.vmallocStart)},
-	}, memSection(k, true, true), structSizes(), []kv{
-		viOff("page.compound_head", offLRU),
-	}, pgdatOffsets(), []kv{
-		viLen("zone.free_area", lenFreeAreaOrder),
-	}, printkRing(k, true), []kv{
-		viLen("free_area.free_list", lenFreeList),
-	})
+	return join(viHead(k, true), viUTS(k, true),
+		viMM(k, memSection(k, true, true), false, 40, printkRing(k, true)),
+		pageFlagNumbers(k, false), []kv{
+			viNum("PG_hugetlb", int64(k.prof.hugetlbFlag1)), offlineNumber(k),
+		}, kallsyms(k), archX86(k, true))
 }
 
 // vmcoreinfo69: kernel/vmcore_info.c at 6.9: the hugetlb page type
-// (PAGE_HUGETLB_MAPCOUNT_VALUE, no longer under CONFIG_HUGETLB_PAGE).
+// (PAGE_HUGETLB_MAPCOUNT_VALUE, no longer under CONFIG_HUGETLB_PAGE), and
+// NUMBER(VMALLOC_START) instead of vmap_area_list.
 func vmcoreinfo69(k *kmem) []kv {
-	return join(viHead(k, true), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
-		viOff("uts_namespace.name", 0),
-		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-	}, after69(k), pageFlagNumbers(k, false), []kv{
-		viNum("PAGE_HUGETLB_MAPCOUNT_VALUE", pageTypeNumber(k.prof.hugetlbType)),
-		viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType)),
-	}, kallsyms(k), archX86(k, true))
+	return vmcoreinfo69on(k, false)
 }
 
 // vmcoreinfo612: 6.12: PG_slab gone (PAGE_SLAB_MAPCOUNT_VALUE instead) and
 // every page type PGTY_x << 24. With Unaccepted set, the 6.16+ export of
 // PAGE_UNACCEPTED_MAPCOUNT_VALUE is added, as a newer kernel would.
 func vmcoreinfo612(k *kmem) []kv {
-	l := join(viHead(k, true), []kv{
-		viSym("init_uts_ns", k.sym["init_uts_ns"]),
-		viOff("uts_namespace.name", 0),
-		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]),
-	}, after69(k), pageFlagNumbers(k, true), []kv{
-		viNum("PAGE_HUGETLB_MAPCOUNT_VALUE", pageTypeNumber(k.prof.hugetlbType)),
-		viNum("PAGE_OFFLINE_MAPCOUNT_VALUE", pageTypeNumber(k.prof.offlineType)),
-	})
+	return vmcoreinfo69on(k, true)
+}
+
+// vmcoreinfo69on is 6.9 and later; slabType is 6.10+ (see pageFlagNumbers).
+func vmcoreinfo69on(k *kmem, slabType bool) []kv {
+	l := join(viHead(k, true), viUTS(k, true),
+		viMM(k, memSection(k, true, true), false, 0, printkRing(k, true)),
+		pageFlagNumbers(k, slabType), []kv{
+			viNum("PAGE_HUGETLB_MAPCOUNT_VALUE", pageTypeNumber(k.prof.hugetlbType)), offlineNumber(k),
+		})
 	if k.unaccepted {
 		l = append(l, viNum("PAGE_UNACCEPTED_MAPCOUNT_VALUE", pageTypeNumber(pgtyUnaccepted)))
 	}
