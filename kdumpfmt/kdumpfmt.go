@@ -80,6 +80,10 @@ func (h *Header) Utsfield(i int) string {
 	return string(f)
 }
 
+// StatusOffset is where disk_dump_header.status lies in the header: the one
+// field rewritten after the fact, when a dump is marked incomplete.
+const StatusOffset = 424
+
 // Marshal encodes the header into its 464 on-disk bytes.
 func (h *Header) Marshal() []byte {
 	b := make([]byte, HeaderSize)
@@ -88,7 +92,7 @@ func (h *Header) Marshal() []byte {
 	copy(b[12:402], h.Utsname[:])
 	le.PutUint64(b[408:], uint64(h.TimestampSec))
 	le.PutUint64(b[416:], uint64(h.TimestampUsec))
-	le.PutUint32(b[424:], h.Status)
+	le.PutUint32(b[StatusOffset:], h.Status)
 	le.PutUint32(b[428:], uint32(h.BlockSize))
 	le.PutUint32(b[432:], uint32(h.SubHdrSize))
 	le.PutUint32(b[436:], h.BitmapBlocks)
@@ -115,7 +119,7 @@ func UnmarshalHeader(b []byte) (*Header, error) {
 	copy(h.Utsname[:], b[12:402])
 	h.TimestampSec = int64(le.Uint64(b[408:]))
 	h.TimestampUsec = int64(le.Uint64(b[416:]))
-	h.Status = le.Uint32(b[424:])
+	h.Status = le.Uint32(b[StatusOffset:])
 	h.BlockSize = int32(le.Uint32(b[428:]))
 	h.SubHdrSize = int32(le.Uint32(b[432:]))
 	h.BitmapBlocks = le.Uint32(b[436:])

@@ -96,11 +96,8 @@ func (k *Kdump) markIncomplete() error {
 	k.status |= kdumpfmt.StatusIncomplete
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], k.status)
-	if _, err := k.out.WriteAt(b[:], statusOffset); err != nil {
+	if _, err := k.out.WriteAt(b[:], kdumpfmt.StatusOffset); err != nil {
 		return fmt.Errorf("mark the dump incomplete: %w", err)
 	}
 	return nil
 }
-
-// statusOffset is disk_dump_header.status.
-const statusOffset = 424

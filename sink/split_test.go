@@ -492,7 +492,7 @@ func TestReassembleIncompletePart(t *testing.T) {
 	parts := d.split(t, bounds)
 	whole := d.unsplit(t)
 	cut := parts[1][:len(parts[1])-5000]
-	cut[statusOffset] |= kdumpfmt.StatusIncomplete
+	cut[kdumpfmt.StatusOffset] |= kdumpfmt.StatusIncomplete
 	l := kdumpfmt.NewLayout(m.BlockSize, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
 	var wantLost uint64
 	for k := range m.Dumpable.Count(bounds[1], bounds[2]) {

@@ -42,7 +42,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	binary.LittleEndian.PutUint32(odd[428:], 3000) // block_size not a power of two
 	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-blocksize-3000", Args: []any{odd}})
 	incomplete := bytes.Clone(d)
-	binary.LittleEndian.PutUint32(incomplete[424:], kdumpfmt.StatusIncomplete)
+	binary.LittleEndian.PutUint32(incomplete[kdumpfmt.StatusOffset:], kdumpfmt.StatusIncomplete)
 	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-incomplete", Args: []any{incomplete}})
 	fuzzcorpus.Check(t, "FuzzOpenDump", dumpSeeds)
 
