@@ -10,6 +10,7 @@ set -euo pipefail
 bin=${PAGEPIPE:-bin/pagepipe}
 dir=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-rss.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+first= last= firstbm= lastbm= firstgib= lastgib=
 echo "| machine | pfns | bitmaps (2 bits/page) | peak RSS | wall |"
 echo "|---|---|---|---|---|"
 for mib in 1024 4096 16384 65536; do
@@ -23,4 +24,9 @@ for mib in 1024 4096 16384 65536; do
 	pfns=$((mib * 256))
 	printf '| %d GiB | %d | %.1f MiB | %.1f MiB | %s s |\n' $((mib / 1024)) "$pfns" "$(echo "$pfns / 4 / 1048576" | bc -l)" "$(echo "$rss / 1024" | bc -l)" "$wall"
 	rm -f "$dir/vmcore" "$dir/dump"
+	bm=$((pfns / 4)) # bytes
+	first=${first:-$rss} firstbm=${firstbm:-$bm} firstgib=${firstgib:-$((mib / 1024))}
+	last=$rss lastbm=$bm lastgib=$((mib / 1024))
 done
+printf '\nFrom %d to %d GiB peak RSS grew by %.1f MiB; the bitmaps by %.1f MiB.\n' "$firstgib" "$lastgib" \
+	"$(echo "($last - $first) / 1024" | bc -l)" "$(echo "($lastbm - $firstbm) / 1048576" | bc -l)"

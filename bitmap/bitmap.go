@@ -1,10 +1,18 @@
 // Package bitmap is the pfn bitmap of the kdump format: one bit per page
 // frame, least significant bit first (pfn p is bit p&7 of byte p>>3).
 //
-// The words are uint64 and serialised little-endian, which gives exactly the
-// on-disk byte order that makedumpfile writes and that crash reads as 64-bit
-// words. Two bits per page (the "present" and the "dumpable" bitmap) is the
-// only memory pagepipe spends per page of the crashed machine.
+// The on-disk form is the bits as little-endian 64-bit words, which gives
+// exactly the byte order that makedumpfile writes and that crash reads as
+// 64-bit words.
+//
+// In memory the words are kept in blocks of 4 KiB (32768 pfns, 128 MiB of
+// the crashed machine). A block with no pfn set is not allocated, and a
+// block with every pfn set is one shared constant: a bitmap built from
+// ranges, like the 1st bitmap (the PT_LOADs), costs a pointer per block, and
+// only blocks where set and clear pfns mix, as in the 2nd bitmap after
+// filtering, cost their 4 KiB. The bitmaps are the only memory pagepipe
+// spends per page of the crashed machine: at most two bits per page, about
+// one in practice (docs/benchmarks.md).
 package bitmap
 
 import (
@@ -12,29 +20,59 @@ import (
 	"math/bits"
 )
 
+const (
+	blockWords = 512             // 4 KiB
+	blockBits  = blockWords * 64 // pfns per block
+)
+
+type block [blockWords]uint64
+
+// full is every block whose pfns are all set (never the last block when it
+// reaches past Len: bits past Len stay clear). Shared: never written.
+var full = func() *block {
+	var b block
+	for i := range b {
+		b[i] = ^uint64(0)
+	}
+	return &b
+}()
+
 // Bitmap is a fixed-size set of pfns in [0, Len()).
 type Bitmap struct {
-	words []uint64
-	n     uint64
+	blocks []*block // nil: no pfn set; full: every pfn set; else its own words
+	n      uint64
 }
 
-// New returns an empty bitmap for pfns [0, n).
+// New returns an empty bitmap for pfns [0, n). It allocates a pointer per
+// 32768 pfns; blocks are allocated as bits are set.
 func New(n uint64) *Bitmap {
-	return &Bitmap{words: make([]uint64, (n+63)/64), n: n}
+	return &Bitmap{blocks: make([]*block, (n+blockBits-1)/blockBits), n: n}
 }
 
 // FromBytes decodes an on-disk bitmap of n bits. Missing trailing bytes read
 // as zero; bits past n are ignored.
 func FromBytes(b []byte, n uint64) *Bitmap {
 	m := New(n)
-	for i := range m.words {
-		var w [8]byte
-		if off := i * 8; off < len(b) {
-			copy(w[:], b[off:])
+	for i := range m.blocks {
+		blk := new(block)
+		zero, ones := true, true
+		for w := range blk {
+			var word [8]byte
+			if off := (i*blockWords + w) * 8; off < len(b) {
+				copy(word[:], b[off:])
+			}
+			blk[w] = binary.LittleEndian.Uint64(word[:])
+			zero, ones = zero && blk[w] == 0, ones && blk[w] == ^uint64(0)
 		}
-		m.words[i] = binary.LittleEndian.Uint64(w[:])
+		m.blocks[i] = blk
+		m.clearPast(uint64(i), n)
+		switch {
+		case zero:
+			m.blocks[i] = nil
+		case ones && m.whole(uint64(i)):
+			m.blocks[i] = full
+		}
 	}
-	m.clearTail()
 	return m
 }
 
@@ -43,14 +81,22 @@ func (m *Bitmap) Len() uint64 { return m.n }
 
 // Test reports whether pfn is set. Pfns outside the bitmap are not set.
 func (m *Bitmap) Test(pfn uint64) bool {
-	return pfn < m.n && m.words[pfn/64]&(1<<(pfn%64)) != 0
+	return pfn < m.n && m.word(pfn/64)&(1<<(pfn%64)) != 0
 }
 
 // Set sets pfn.
-func (m *Bitmap) Set(pfn uint64) { m.words[pfn/64] |= 1 << (pfn % 64) }
+func (m *Bitmap) Set(pfn uint64) {
+	if i := pfn / blockBits; m.blocks[i] != full {
+		m.writable(i)[pfn%blockBits/64] |= 1 << (pfn % 64)
+	}
+}
 
 // Clear clears pfn.
-func (m *Bitmap) Clear(pfn uint64) { m.words[pfn/64] &^= 1 << (pfn % 64) }
+func (m *Bitmap) Clear(pfn uint64) {
+	if i := pfn / blockBits; m.blocks[i] != nil {
+		m.writable(i)[pfn%blockBits/64] &^= 1 << (pfn % 64)
+	}
+}
 
 // SetRange sets [lo, hi), clipped to the bitmap.
 func (m *Bitmap) SetRange(lo, hi uint64) { m.apply(lo, hi, true) }
@@ -61,13 +107,32 @@ func (m *Bitmap) ClearRange(lo, hi uint64) { m.apply(lo, hi, false) }
 func (m *Bitmap) apply(lo, hi uint64, set bool) {
 	hi = min(hi, m.n)
 	for lo < hi {
+		i := lo / blockBits
+		start := i * blockBits
+		end := min(start+blockBits, hi)
+		switch b := m.blocks[i]; {
+		case lo == start && end == start+blockBits: // the whole block
+			m.blocks[i] = nil
+			if set {
+				m.blocks[i] = full
+			}
+		case set && b != full, !set && b != nil:
+			applyWords(m.writable(i)[:], lo-start, end-start, set)
+		}
+		lo = end
+	}
+}
+
+// applyWords sets or clears bits [lo, hi) of words.
+func applyWords(words []uint64, lo, hi uint64, set bool) {
+	for lo < hi {
 		w, b := lo/64, lo%64
 		span := min(64-b, hi-lo)
 		mask := ^uint64(0) >> (64 - span) << b
 		if set {
-			m.words[w] |= mask
+			words[w] |= mask
 		} else {
-			m.words[w] &^= mask
+			words[w] &^= mask
 		}
 		lo += span
 	}
@@ -78,52 +143,91 @@ func (m *Bitmap) Count(lo, hi uint64) uint64 {
 	hi = min(hi, m.n)
 	var c uint64
 	for lo < hi {
-		w, b := lo/64, lo%64
-		span := min(64-b, hi-lo)
-		mask := ^uint64(0) >> (64 - span) << b
-		c += uint64(bits.OnesCount64(m.words[w] & mask))
-		lo += span
+		i := lo / blockBits
+		start := i * blockBits
+		end := min(start+blockBits, hi)
+		switch b := m.blocks[i]; b {
+		case nil:
+		case full:
+			c += end - lo
+		default:
+			for l, h := lo-start, end-start; l < h; {
+				w, bit := l/64, l%64
+				span := min(64-bit, h-l)
+				mask := ^uint64(0) >> (64 - span) << bit
+				c += uint64(bits.OnesCount64(b[w] & mask))
+				l += span
+			}
+		}
+		lo = end
 	}
 	return c
 }
 
 // NextSet returns the first set pfn >= pfn, or Len() if there is none.
 func (m *Bitmap) NextSet(pfn uint64) uint64 {
-	if pfn >= m.n {
-		return m.n
-	}
-	w := pfn / 64
-	cur := m.words[w] >> (pfn % 64) << (pfn % 64)
-	for {
-		if cur != 0 {
-			return min(w*64+uint64(bits.TrailingZeros64(cur)), m.n)
+	for pfn < m.n {
+		i := pfn / blockBits
+		start := i * blockBits
+		switch b := m.blocks[i]; b {
+		case nil:
+		case full:
+			return pfn
+		default:
+			w := (pfn - start) / 64
+			cur := b[w] >> (pfn % 64) << (pfn % 64)
+			for {
+				if cur != 0 {
+					return min(start+w*64+uint64(bits.TrailingZeros64(cur)), m.n)
+				}
+				if w++; w == blockWords {
+					break
+				}
+				cur = b[w]
+			}
 		}
-		w++
-		if w >= uint64(len(m.words)) {
-			return m.n
-		}
-		cur = m.words[w]
+		pfn = start + blockBits
 	}
+	return m.n
 }
 
 // Clone returns an independent copy.
-func (m *Bitmap) Clone() *Bitmap {
-	return &Bitmap{words: append([]uint64(nil), m.words...), n: m.n}
-}
+func (m *Bitmap) Clone() *Bitmap { return m.Cut(m.n) }
 
 // Cut returns a copy holding only the pfns below n (n may exceed Len: the
 // copy is then longer, with nothing set past Len).
 func (m *Bitmap) Cut(n uint64) *Bitmap {
 	c := New(n)
-	copy(c.words, m.words)
-	c.clearTail()
+	for i := range c.blocks {
+		if i >= len(m.blocks) || m.blocks[i] == nil {
+			continue
+		}
+		if b := m.blocks[i]; b == full && c.whole(uint64(i)) {
+			c.blocks[i] = full
+		} else {
+			cp := *b
+			c.blocks[i] = &cp
+			c.clearPast(uint64(i), n)
+		}
+	}
 	return c
 }
 
 // And clears every pfn that is not set in o (which must have the same length).
 func (m *Bitmap) And(o *Bitmap) {
-	for i := range m.words {
-		m.words[i] &= o.words[i]
+	for i, b := range m.blocks {
+		switch ob := o.blocks[i]; {
+		case b == nil || ob == full:
+		case ob == nil:
+			m.blocks[i] = nil
+		case b == full:
+			cp := *ob
+			m.blocks[i] = &cp
+		default:
+			for w := range b {
+				b[w] &= ob[w]
+			}
+		}
 	}
 }
 
@@ -132,8 +236,8 @@ func (m *Bitmap) Equal(o *Bitmap) bool {
 	if m.n != o.n {
 		return false
 	}
-	for i := range m.words {
-		if m.words[i] != o.words[i] {
+	for w := range uint64(len(m.blocks)) * blockWords {
+		if m.word(w) != o.word(w) {
 			return false
 		}
 	}
@@ -143,27 +247,64 @@ func (m *Bitmap) Equal(o *Bitmap) bool {
 // PutBytes writes the on-disk form of the bits [8*off, 8*(off+len(dst)))
 // into dst; bytes past the end of the bitmap are zero. off is a byte offset.
 func (m *Bitmap) PutBytes(dst []byte, off uint64) {
+	words := uint64(len(m.blocks)) * blockWords
 	i := 0
-	for ; off%8 == 0 && i+8 <= len(dst) && off/8 < uint64(len(m.words)); i, off = i+8, off+8 {
-		binary.LittleEndian.PutUint64(dst[i:], m.words[off/8])
+	for ; off%8 == 0 && i+8 <= len(dst) && off/8 < words; i, off = i+8, off+8 {
+		binary.LittleEndian.PutUint64(dst[i:], m.word(off/8))
 	}
 	dst = dst[i:]
 	for i := range dst {
 		bo := off + uint64(i)
-		w := bo / 8
-		if w >= uint64(len(m.words)) {
+		if w := bo / 8; w < words {
+			dst[i] = byte(m.word(w) >> (8 * (bo % 8)))
+		} else {
 			dst[i] = 0
-			continue
 		}
-		dst[i] = byte(m.words[w] >> (8 * (bo % 8)))
 	}
 }
 
 // ByteLen is the length of the on-disk form: ceil(Len()/8).
 func (m *Bitmap) ByteLen() uint64 { return (m.n + 7) / 8 }
 
-func (m *Bitmap) clearTail() {
-	if r := m.n % 64; r != 0 {
-		m.words[len(m.words)-1] &= (1 << r) - 1
+// allocated is how many 4 KiB blocks of words the bitmap holds in memory.
+func (m *Bitmap) allocated() int {
+	n := 0
+	for _, b := range m.blocks {
+		if b != nil && b != full {
+			n++
+		}
+	}
+	return n
+}
+
+// word returns word w: pfns 64w to 64w+63.
+func (m *Bitmap) word(w uint64) uint64 {
+	if b := m.blocks[w/blockWords]; b != nil {
+		return b[w%blockWords]
+	}
+	return 0
+}
+
+// writable returns block i for writing: allocated when no pfn was set,
+// copied when it was the shared full block.
+func (m *Bitmap) writable(i uint64) *block {
+	switch b := m.blocks[i]; b {
+	case nil:
+		m.blocks[i] = new(block)
+	case full:
+		cp := *full
+		m.blocks[i] = &cp
+	}
+	return m.blocks[i]
+}
+
+// whole reports whether block i lies wholly below Len.
+func (m *Bitmap) whole(i uint64) bool { return (i+1)*blockBits <= m.n }
+
+// clearPast clears the bits of block i (which must be its own words) at and
+// past pfn n.
+func (m *Bitmap) clearPast(i, n uint64) {
+	if start := i * blockBits; n < start+blockBits {
+		applyWords(m.blocks[i][:], max(n, start)-start, blockBits, false)
 	}
 }

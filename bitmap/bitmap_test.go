@@ -5,16 +5,20 @@ import (
 	"testing"
 )
 
-// model is the obvious implementation the bitmap is checked against.
-type model map[uint64]bool
 
 func TestBitmapAgainstModel(t *testing.T) {
-	for _, n := range []uint64{1, 63, 64, 65, 1000, 4097} {
+	// Sizes around the 32768-pfn blocks too: whole-block ranges make the
+	// shared full block or drop a block, and writes copy it back.
+	for _, n := range []uint64{1, 63, 64, 65, 1000, 4097, blockBits, blockBits + 1, 3*blockBits - 5} {
 		r := rand.New(rand.NewPCG(n, 1))
-		m, want := New(n), model{}
+		m, want := New(n), make([]bool, n) // want: the obvious model
 		for range 200 {
 			lo := r.Uint64N(n)
 			hi := lo + r.Uint64N(n-lo+1)
+			if r.IntN(3) == 0 { // block aligned
+				lo = lo / blockBits * blockBits
+				hi = min((hi/blockBits+1)*blockBits, n)
+			}
 			switch r.IntN(4) {
 			case 0:
 				m.SetRange(lo, hi)
@@ -24,14 +28,14 @@ func TestBitmapAgainstModel(t *testing.T) {
 			case 1:
 				m.ClearRange(lo, hi)
 				for p := lo; p < hi; p++ {
-					delete(want, p)
+					want[p] = false
 				}
 			case 2:
 				m.Set(lo)
 				want[lo] = true
 			case 3:
 				m.Clear(lo)
-				delete(want, lo)
+				want[lo] = false
 			}
 			lo, hi = r.Uint64N(n), r.Uint64N(n+1)
 			var c uint64
@@ -52,6 +56,34 @@ func TestBitmapAgainstModel(t *testing.T) {
 			}
 			if got := m.NextSet(lo); got != next {
 				t.Fatalf("n=%d NextSet(%d) = %d, want %d", n, lo, got, next)
+			}
+		}
+		for p := range n {
+			if m.Test(p) != want[p] {
+				t.Fatalf("n=%d Test(%d) = %v", n, p, !want[p])
+			}
+		}
+		// Copies are independent, cut where asked, and And intersects.
+		c := m.Clone()
+		c.ClearRange(0, n)
+		if !c.Equal(New(n)) || m.Count(0, n) != count(want) {
+			t.Fatalf("n=%d clearing a clone changed the original or left bits", n)
+		}
+		cut := n / 3
+		if got, w := m.Cut(cut).Count(0, n), count(want[:cut]); got != w {
+			t.Fatalf("n=%d Cut(%d) holds %d pfns, want %d", n, cut, got, w)
+		}
+		if grown := m.Cut(n + blockBits); grown.Count(0, grown.Len()) != count(want) || grown.Test(n) {
+			t.Fatalf("n=%d Cut past Len changed the pfns", n)
+		}
+		o := New(n)
+		o.SetRange(n/4, n)
+		o.ClearRange(n/2, n/2+blockBits/2)
+		and := m.Clone()
+		and.And(o)
+		for p := range n {
+			if and.Test(p) != (want[p] && o.Test(p)) {
+				t.Fatalf("n=%d And wrong at pfn %d", n, p)
 			}
 		}
 		// The on-disk form round-trips and is LSB-first.
@@ -79,6 +111,45 @@ func TestBitmapAgainstModel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func count(want []bool) uint64 {
+	var c uint64
+	for _, w := range want {
+		if w {
+			c++
+		}
+	}
+	return c
+}
+
+// TestMemoryOnlyWhereBitsMix checks the point of the blocks: ranges cost no
+// memory, a bitmap of 64 GiB of memory after filtering costs its mixed
+// blocks only, and the on-disk form read back is as compact.
+func TestMemoryOnlyWhereBitsMix(t *testing.T) {
+	const n = 64 << 30 / 4096 // 64 GiB of 4 KiB pages
+	present := New(n)
+	present.SetRange(0, 640<<20/4096)           // below the PCI hole
+	present.SetRange(4<<30/4096, n-blockBits/2) // the rest, ending mid-block
+	if got := present.allocated(); got != 1 {
+		t.Errorf("a bitmap of two ranges holds %d blocks, want 1 (the partial last one)", got)
+	}
+	dumpable := present.Clone()
+	for pfn := uint64(0); pfn < n/2; pfn += 1000 {
+		dumpable.Clear(pfn) // the lower half filtered
+	}
+	// The lower half's blocks less the hole's (nothing to clear there),
+	// and the partial last block.
+	hole := (4<<30 - 640<<20) / 4096 / blockBits
+	if got, want := dumpable.allocated(), n/2/blockBits-hole+1; got != want {
+		t.Errorf("half-filtered bitmap holds %d blocks, want %d", got, want)
+	}
+	b := make([]byte, present.ByteLen())
+	present.PutBytes(b, 0)
+	back := FromBytes(b, n)
+	if !back.Equal(present) || back.allocated() != 1 {
+		t.Errorf("read back: equal %v, %d blocks", back.Equal(present), back.allocated())
 	}
 }
 

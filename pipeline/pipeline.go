@@ -2,8 +2,12 @@
 // chunks, lets N workers read, zero-check and compress them in any order,
 // and hands the results to one writer strictly in pfn order.
 //
-//	producer ──work──▶ worker × N ──┐ (each chunk carries its own done channel)
+//	producer ──crew──▶ worker × N ──┐ (each chunk carries its own done channel)
 //	    └────────────order──────────┴──▶ writer (waits on chunks in sequence)
+//
+// The crew hands each chunk to the worker that went idle last, so that
+// surplus workers (more than the CPUs running) stay asleep and the busy
+// ones keep their codec state in cache (crew.go).
 //
 // The order channel is the reorder stage: the producer queues every chunk
 // there in sequence as it queues it for the workers, and the writer takes
@@ -94,12 +98,15 @@ type Stats struct {
 }
 
 // StageCPU is the CPU time of the copy pass's stages. Each stage goroutine
-// is locked to an OS thread and reads that thread's clock (a getrusage
-// call of a few microseconds) when it starts and ends, the writer also
-// around each chunk's write: well under 0.1 % of a chunk's work. It tells
-// what the code costs, whatever the machine gives in wall time: on a
-// machine whose CPUs share one core, more workers take longer but cost the
-// same CPU seconds.
+// is locked to an OS thread and reads that thread's clock (a getrusage call
+// of a few microseconds) when it starts and ends, the writer also around
+// each chunk's write: well under 0.1 % of a chunk's work. (Not per chunk
+// for the workers: the kernel brings a running thread's time up to date
+// only at ticks and switches, and a try that summed per-chunk readings of
+// workers that hand chunks over without sleeping got half their CPU time.)
+// It tells what the code costs, whatever the machine gives in wall time: on
+// a machine whose CPUs share one core, more workers take longer but cost
+// the same CPU seconds.
 type StageCPU struct {
 	// Read is the workers' system time: pread copies and the page faults
 	// of mapped windows.
@@ -147,13 +154,13 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			done:  make(chan struct{}, 1),
 		}
 	}
-	work := make(chan *chunk, poolSize)
 	order := make(chan *chunk, poolSize)
+	crew := newCrew(workers)
 
 	// Producer: walk the 2nd bitmap in pfn order.
 	g.Go(func() error {
 		defer producerCPU.Measure()()
-		defer close(work)
+		defer crew.finish()
 		defer close(order)
 		m := cfg.Dumpable
 		var seq uint64
@@ -169,12 +176,13 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			for ; pfn < m.Len() && len(c.pfns) < ChunkPages; pfn = m.NextSet(pfn + 1) {
 				c.pfns = append(c.pfns, pfn)
 			}
-			for _, ch := range []chan *chunk{order, work} {
-				select {
-				case ch <- c:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			select {
+			case order <- c:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := crew.hand(ctx, c); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -183,20 +191,27 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	var zero, compressed, unreadable atomic.Uint64
 	for range workers {
 		g.Go(func() error {
-			defer workerCPU.Measure()()
 			// A page of a mapped vmcore that cannot be read (an I/O error
 			// under /proc/vmcore, a file cut short) faults: make that a
 			// panic this goroutine can recover from, not a crash.
 			debug.SetPanicOnFault(true)
-			w := newWorker(cfg)
-			defer w.close()
-			for c := range work {
-				if err := ctx.Err(); err != nil {
+			defer workerCPU.Measure()()
+			var w *worker
+			inbox := make(chan *chunk, 1)
+			for {
+				c, err := crew.next(ctx, inbox)
+				if c == nil {
 					return err
+				}
+				if w == nil {
+					// Made on the first chunk: a worker the crew never
+					// needs costs no codec state.
+					w = newWorker(cfg)
+					defer w.close()
 				}
 				// After done is signalled the chunk belongs to the writer
 				// (and then to the pool): keep the error in a local.
-				err := w.process(c)
+				err = w.process(c)
 				if err == nil {
 					zero.Add(w.zero)
 					compressed.Add(w.compressed)
@@ -208,7 +223,6 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 					return err
 				}
 			}
-			return nil
 		})
 	}
 
