@@ -20,6 +20,11 @@ import (
 	"math/bits"
 )
 
+// BlockPfns is the number of pfns in one block of words, blocks starting
+// at multiples of it. Writes to one block may replace it: goroutines that
+// write one bitmap at once must keep to different blocks.
+const BlockPfns = blockBits
+
 const (
 	blockWords = 512             // 4 KiB
 	blockBits  = blockWords * 64 // pfns per block

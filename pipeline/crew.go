@@ -2,76 +2,120 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
-// crew hands chunks to idle workers, the one that went idle last first.
+// crew queues chunks for the workers and decides which of them run.
 //
-// A Go channel wakes its receivers in the order they began to wait, so with
-// more workers than running CPUs every chunk would go to the worker idle the
-// longest: the one whose codec tables (flate's hash table alone is 128 KiB)
-// have left the CPU's caches. Handing the next chunk to the worker that just
-// finished keeps the surplus workers asleep and the busy ones warm; with
-// every CPU busy it changes nothing. With 8 workers on one CPU the
-// first-in-first-out order made the copy pass measurably dearer in CPU
-// time than 1 worker (docs/scaling.md).
+// With Go channels alone every queued chunk wakes a waiting worker, the one
+// that has waited longest. With more workers than CPUs running, that sends
+// chunk after chunk to a worker whose codec tables (flate's hash table alone
+// is 128 KiB) have left the CPU's caches: 8 workers on one CPU cost 1.05 to
+// 1.09 times the CPU time of one (docs/scaling.md). The crew instead wakes
+// one worker at a time, the one that worked last, and a woken worker wakes
+// the next only if more chunks are waiting, as the Go scheduler wakes its
+// own threads. Workers that are already busy take waiting chunks as they
+// finish theirs. So on one CPU one warm worker does nearly all the work,
+// and on many CPUs the workers wake in a chain as fast as chunks come.
 type crew struct {
-	mu       sync.Mutex
-	idle     []chan *chunk // a stack: each idle worker's inbox
+	// work holds the chunks waiting, in pfn order; its capacity is the
+	// whole chunk pool, so queueing never blocks.
+	work chan *chunk
+
+	mu sync.Mutex
+	// idle are the sleeping workers' wake-up channels, the one that
+	// worked last on top.
+	idle []chan struct{}
+	// waking: a worker has been woken and has not looked at work yet.
+	waking   bool
 	finished bool
-	// ready holds one token per idle worker, so that hand can wait for one.
-	ready chan struct{}
 }
 
-func newCrew(workers int) *crew {
-	return &crew{ready: make(chan struct{}, workers)}
+func newCrew(pool int) *crew {
+	return &crew{work: make(chan *chunk, pool)}
 }
 
-// next is the worker's side: it waits in inbox (capacity 1) for its next
-// chunk; nil when there are no more.
-func (cr *crew) next(ctx context.Context, inbox chan *chunk) (*chunk, error) {
+// hand queues c for the workers.
+func (cr *crew) hand(c *chunk) {
+	cr.work <- c
+	cr.wake()
+}
+
+// wake wakes the sleeping worker that worked last, unless a woken worker is
+// on its way already.
+func (cr *crew) wake() {
 	cr.mu.Lock()
-	if cr.finished {
-		cr.mu.Unlock()
-		return nil, nil
+	defer cr.mu.Unlock()
+	if cr.waking || len(cr.idle) == 0 {
+		return
 	}
-	cr.idle = append(cr.idle, inbox)
-	cr.mu.Unlock()
-	cr.ready <- struct{}{} // never blocks: at most one token per worker
-	select {
-	case c := <-inbox:
-		if c != nil && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// hand is the producer's side: it gives c to the worker that went idle
-// last, waiting for one if all are busy.
-func (cr *crew) hand(ctx context.Context, c *chunk) error {
-	select {
-	case <-cr.ready:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	cr.mu.Lock()
-	inbox := cr.idle[len(cr.idle)-1]
+	w := cr.idle[len(cr.idle)-1]
 	cr.idle = cr.idle[:len(cr.idle)-1]
-	cr.mu.Unlock()
-	inbox <- c // never blocks: the worker waits on an empty inbox
-	return nil
+	cr.waking = true
+	w <- struct{}{} // never blocks: capacity 1, and it was asleep
 }
 
-// finish tells every worker, idle now or later, that no chunks are left.
+// finish tells every worker, asleep now or later, that no chunks are left
+// once the queue is empty.
 func (cr *crew) finish() {
+	close(cr.work)
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.finished = true
-	for _, inbox := range cr.idle {
-		close(inbox)
+	for _, w := range cr.idle {
+		close(w)
 	}
 	cr.idle = nil
+}
+
+// next is the worker's side: the next waiting chunk, sleeping on wakeup
+// (capacity 1, the worker's own) while there is none; nil when all are
+// done.
+func (cr *crew) next(ctx context.Context, wakeup chan struct{}) (*chunk, error) {
+	woken := false
+	for {
+		select {
+		case c, ok := <-cr.work:
+			if woken {
+				cr.mu.Lock()
+				cr.waking = false
+				cr.mu.Unlock()
+			}
+			if !ok {
+				return nil, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if len(cr.work) > 0 {
+				cr.wake() // more waiting: let another worker look
+			}
+			return c, nil
+		default:
+		}
+		cr.mu.Lock()
+		if woken {
+			cr.waking = false
+		}
+		if len(cr.work) > 0 || cr.finished {
+			cr.mu.Unlock()
+			woken = false
+			continue
+		}
+		if woken {
+			// Woken for nothing (a busy worker took the chunk): still
+			// cold, so last in line.
+			cr.idle = slices.Insert(cr.idle, 0, wakeup)
+		} else {
+			cr.idle = append(cr.idle, wakeup)
+		}
+		cr.mu.Unlock()
+		select {
+		case <-wakeup:
+			woken = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

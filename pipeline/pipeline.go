@@ -5,9 +5,9 @@
 //	producer ──crew──▶ worker × N ──┐ (each chunk carries its own done channel)
 //	    └────────────order──────────┴──▶ writer (waits on chunks in sequence)
 //
-// The crew hands each chunk to the worker that went idle last, so that
-// surplus workers (more than the CPUs running) stay asleep and the busy
-// ones keep their codec state in cache (crew.go).
+// The crew wakes workers one at a time, the one that worked last first,
+// so that surplus workers (more than the CPUs running) stay asleep and the
+// busy ones keep their codec state in cache (crew.go).
 //
 // The order channel is the reorder stage: the producer queues every chunk
 // there in sequence as it queues it for the workers, and the writer takes
@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		}
 	}
 	order := make(chan *chunk, poolSize)
-	crew := newCrew(workers)
+	crew := newCrew(poolSize)
 
 	// Producer: walk the 2nd bitmap in pfn order.
 	g.Go(func() error {
@@ -181,9 +181,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			if err := crew.hand(ctx, c); err != nil {
-				return err
-			}
+			crew.hand(c)
 		}
 		return nil
 	})
@@ -197,15 +195,15 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			debug.SetPanicOnFault(true)
 			defer workerCPU.Measure()()
 			var w *worker
-			inbox := make(chan *chunk, 1)
+			wakeup := make(chan struct{}, 1)
 			for {
-				c, err := crew.next(ctx, inbox)
+				c, err := crew.next(ctx, wakeup)
 				if c == nil {
 					return err
 				}
 				if w == nil {
 					// Made on the first chunk: a worker the crew never
-					// needs costs no codec state.
+					// needs costs no reader or codec state.
 					w = newWorker(cfg)
 					defer w.close()
 				}
