@@ -5,7 +5,6 @@ import (
 	"testing"
 )
 
-
 func TestBitmapAgainstModel(t *testing.T) {
 	// Sizes around the 32768-pfn blocks too: whole-block ranges make the
 	// shared full block or drop a block, and writes copy it back.
