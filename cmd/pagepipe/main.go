@@ -204,7 +204,7 @@ func noteNoops(c *console, o *options) {
 		c.debug("-b %d: accepted, no effect (pagepipe writes in 1 MiB pieces)\n", o.blockOrder)
 	}
 	if o.cyclicBufferKB != 0 {
-		c.debug("--cyclic-buffer %d: accepted, no effect (bitmaps take 2 bits per page, in memory)\n", o.cyclicBufferKB)
+		c.debug("--cyclic-buffer %d: accepted, no effect (the bitmaps are kept in memory, at most 2 bits per page)\n", o.cyclicBufferKB)
 	}
 	if o.workDir != "" {
 		c.debug("--work-dir %s: accepted, no effect (bitmaps are kept in memory)\n", o.workDir)

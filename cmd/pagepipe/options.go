@@ -154,7 +154,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
 	// them (said so at debug level).
 	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
-	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe's bitmaps take 2 bits per page)")
+	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe keeps its bitmaps in memory, at most 2 bits per page)")
 	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe keeps its bitmaps in memory)")
 	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
 	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")
