@@ -5,7 +5,8 @@
 # GOMAXPROCS=4: the chunk pool is sized by min(workers, usable CPUs), so this
 # measures what a capture kernel with 4 CPUs holds, whatever this machine has.
 #
-# usage: bench/rss.sh        (make bench-rss)
+# usage: bench/rss.sh [MIB ...]   (make bench-rss: 1024 4096 16384 65536)
+# A 256 GiB machine (262144) needs about 8 GiB of tmpfs for its struct pages.
 set -euo pipefail
 bin=${PAGEPIPE:-bin/pagepipe}
 dir=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-rss.XXXXXX")
@@ -13,7 +14,9 @@ trap 'rm -rf "$dir"' EXIT
 first= last= firstbm= lastbm= firstgib= lastgib=
 echo "| machine | pfns | bitmaps (2 bits/page) | peak RSS | wall |"
 echo "|---|---|---|---|---|"
-for mib in 1024 4096 16384 65536; do
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1024 4096 16384 65536)
+for mib in "${sizes[@]}"; do
 	"$bin" gen-vmcore --profile 6.1 --size "$mib" "$dir/vmcore" > /dev/null
 	# The median of 5 runs: the Go runtime's heap growth makes single
 	# runs vary by a MiB or two.
