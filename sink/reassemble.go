@@ -175,11 +175,15 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	defer first.Close()
 	h, sub := first.Header, s.parts[0].sub
 	bs := uint64(h.BlockSize)
+	pages, err := s.pages(first)
+	if err != nil {
+		return 0, err
+	}
 	l := layout{
 		bitmaps: (1 + uint64(h.SubHdrSize)) * bs,
 		descs:   (1 + uint64(h.SubHdrSize) + uint64(h.BitmapBlocks)) * bs,
-		data:    uint64(first.DataOffset()),
 	}
+	l.data = l.descs + pages*kdumpfmt.PageDescSize
 
 	w := &posWriter{out: out}
 	if err := w.writeAt(s.header, 0); err != nil {
@@ -259,6 +263,23 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 
 // layout is where the regions of every part, and of the output, start.
 type layout struct{ bitmaps, descs, data uint64 }
+
+// pages is the number of pages the dump was to hold, which fixes where its
+// data starts. Every part's file has the whole 2nd bitmap, but pagepipe
+// takes an incomplete part's lost pages out of its own range in its own
+// file: the first part's range is then counted in the second's file.
+func (s *SplitSet) pages(first *source.Dump) (uint64, error) {
+	n := first.NumDumpable()
+	if p := s.parts[0]; p.incomplete() && len(s.parts) > 1 {
+		next, err := source.OpenDump(s.parts[1].path)
+		if err != nil {
+			return 0, err
+		}
+		defer next.Close()
+		n = n - first.Dumpable.Count(p.start, p.end) + next.Dumpable.Count(p.start, p.end)
+	}
+	return n, nil
+}
 
 // copyPart appends one part's descriptors and page data, and puts its
 // bits of its own pfn range into dumpable. The part's zero page is a

@@ -566,6 +566,14 @@ func TestReassembleEraseinfo(t *testing.T) {
 // marked INCOMPLETE. Reassembling them gives an INCOMPLETE dump of exactly
 // the pages kept, each equal to the unsplit dump's.
 func TestSplitAbort(t *testing.T) {
+	// Stopped inside part 1, and inside part 0, whose file also holds
+	// where the data of the reassembled dump starts.
+	for _, stopIn := range []int{1, 0} {
+		t.Run(fmt.Sprintf("stop in part %d", stopIn), func(t *testing.T) { splitAbort(t, stopIn) })
+	}
+}
+
+func splitAbort(t *testing.T, stopIn int) {
 	d := newSplitDump(21, 3000, true)
 	m := d.meta
 	bounds, _ := SplitBounds(m.Dumpable, m.MaxMapnr, 64, 3)
@@ -575,7 +583,7 @@ func TestSplitAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := m.Dumpable.Count(0, bounds[1]) + m.Dumpable.Count(bounds[1], bounds[2])*2/3
+	stop := m.Dumpable.Count(0, bounds[stopIn]) + m.Dumpable.Count(bounds[stopIn], bounds[stopIn+1])*2/3
 	var sent uint64
 	for i := 0; sent < stop; i++ {
 		if err := s.WritePages(d.chunks[i], d.data[i]); err != nil {
@@ -584,11 +592,13 @@ func TestSplitAbort(t *testing.T) {
 		sent += uint64(len(d.chunks[i]))
 	}
 	incomplete, err := s.Abort()
-	if err != nil || fmt.Sprint(incomplete) != "[1 2]" {
-		t.Fatalf("Abort: parts %v incomplete, %v; want [1 2]", incomplete, err)
+	if want := fmt.Sprint([]int{0, 1, 2}[stopIn:]); err != nil || fmt.Sprint(incomplete) != want {
+		t.Fatalf("Abort: parts %v incomplete, %v; want %s", incomplete, err, want)
 	}
-	if !bytes.Equal(mems[0].b, full[0]) {
-		t.Error("the complete part differs from a split run to its end")
+	for i := range stopIn {
+		if !bytes.Equal(mems[i].b, full[i]) {
+			t.Errorf("complete part %d differs from a split run to its end", i)
+		}
 	}
 	paths := writeFiles(t, [][]byte{mems[0].b, mems[1].b, mems[2].b}, partNames(3)...)
 	kept := uint64(0)
@@ -617,7 +627,7 @@ func TestSplitAbort(t *testing.T) {
 		inside.ClearRange(0, lo)
 		inside.ClearRange(hi, inside.Len())
 		switch {
-		case inc != (i > 0):
+		case inc != (i >= stopIn):
 			t.Errorf("part %d: INCOMPLETE %v", i, inc)
 		case !outside.Equal(want):
 			t.Errorf("part %d: its 2nd bitmap changed outside its range", i)
@@ -628,11 +638,20 @@ func TestSplitAbort(t *testing.T) {
 		}
 		dp.Close()
 	}
-	got, err := reassembleFiles(t, paths)
+	set, err := OpenSplitSet(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := writeFiles(t, [][]byte{got, d.unsplit(t)}, "got", "whole")
+	var out splitMem
+	if _, err := set.Reassemble(&out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.b
+	if total := m.Dumpable.Count(0, m.MaxMapnr); set.Lost != total-kept {
+		t.Errorf("Lost = %d, want %d (%d pages, %d kept)", set.Lost, total-kept, total, kept)
+	}
+	whole := d.unsplit(t)
+	files := writeFiles(t, [][]byte{got, whole}, "got", "whole")
 	gp, wp := files[0], files[1]
 	g, err := source.OpenDump(gp)
 	if err != nil {
@@ -647,13 +666,18 @@ func TestSplitAbort(t *testing.T) {
 	if g.Header.Status&kdumpfmt.StatusIncomplete == 0 || g.NumDumpable() != kept {
 		t.Fatalf("reassembled: status %#x, %d pages; want INCOMPLETE and %d", g.Header.Status, g.NumDumpable(), kept)
 	}
-	whole := d.unsplit(t)
+	h := w.Header // the unsplit dump's data, and its zero page, start after its descriptors
+	zeroAt := (1+int64(h.SubHdrSize)+int64(h.BitmapBlocks))*int64(h.BlockSize) + int64(w.NumDumpable())*kdumpfmt.PageDescSize
 	for pfn := g.Dumpable.NextSet(0); pfn < g.MaxMapnr; pfn = g.Dumpable.NextSet(pfn + 1) {
 		a, errA := g.Desc(pfn)
 		b, errB := w.Desc(pfn)
 		if errA != nil || errB != nil || a.Flags != b.Flags ||
 			!bytes.Equal(got[a.Offset:a.Offset+int64(a.Size)], whole[b.Offset:b.Offset+int64(b.Size)]) {
 			t.Fatalf("pfn %#x differs from the unsplit dump's (%v, %v)", pfn, errA, errB)
+		}
+		// Same layout: the zero pages share the unsplit dump's zero page.
+		if b.Offset == zeroAt && a.Offset != zeroAt {
+			t.Fatalf("zero pfn %#x at offset %d, not the shared zero page's %d", pfn, a.Offset, zeroAt)
 		}
 	}
 }

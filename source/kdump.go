@@ -127,12 +127,6 @@ func (d *Dump) NumDumpable() uint64 {
 	return d.Dumpable.Count(0, d.MaxMapnr)
 }
 
-// DataOffset is where page data starts: with dump level bit 1, the shared
-// zero page is stored there.
-func (d *Dump) DataOffset() int64 {
-	return int64(d.descs + d.NumDumpable()*kdumpfmt.PageDescSize)
-}
-
 // ErrNotDumped is returned for a pfn that the dump does not hold.
 var ErrNotDumped = errors.New("page not dumped")
 

@@ -122,8 +122,8 @@ func eachDesc(d *source.Dump, fn func(pfn uint64, desc kdumpfmt.PageDesc) error)
 // of a dump at a level with bit 1, is the zero page that pages excluded as
 // zero share: the writer stores that page first in the data area, raw and
 // all zeros (a kept page is never all zeros at dump level 1).
-// d.DataOffset cannot say where it is: an incomplete dump's 2nd bitmap was
-// cut after the descriptor table was laid out.
+// The 2nd bitmap cannot say where it is: an incomplete dump's was cut
+// after the descriptor table was laid out.
 func isSharedZeroPage(d *source.Dump, pfn uint64) (bool, error) {
 	desc, err := d.Desc(pfn)
 	if err != nil || desc.Flags != 0 || int64(desc.Size) != int64(d.Header.BlockSize) {
