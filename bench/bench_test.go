@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -299,7 +300,7 @@ func TestWriteAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"tables.txt", "results.csv", "results.json", "throughput.png", "throughput.svg", "cpu.png", "cpu.svg", "cpu-2.png"} {
-		if !contains(paths, filepath.Join(dir, name)) {
+		if !slices.Contains(paths, filepath.Join(dir, name)) {
 			t.Errorf("%s not written (%v)", name, paths)
 		}
 	}
@@ -335,13 +336,4 @@ func TestWriteAll(t *testing.T) {
 	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
 		t.Errorf("plot %v", b)
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

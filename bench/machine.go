@@ -30,9 +30,9 @@ func UsableCPUs() ([]int, error) {
 	return out, nil
 }
 
-// pinThread confines the calling OS thread to cpus; the goroutine must be
+// PinThread confines the calling OS thread to cpus; the goroutine must be
 // locked to it, and never unlocked, so that the thread exits with it.
-func pinThread(cpus []int) error {
+func PinThread(cpus []int) error {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
@@ -53,7 +53,7 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := pinThread(cpus); err != nil {
+		if err := PinThread(cpus); err != nil {
 			errc <- err
 			return
 		}
@@ -109,7 +109,7 @@ func spinAll(cpus []int, n int) (time.Duration, error) {
 			// Locked and never unlocked: the pinned thread exits with the
 			// goroutine instead of going back to the pool.
 			runtime.LockOSThread()
-			if err := pinThread(cpus); err != nil {
+			if err := PinThread(cpus); err != nil {
 				errs[i] = err
 				return
 			}

@@ -9,6 +9,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,11 +43,7 @@ type Config struct {
 func (c Config) Args() []string {
 	var a []string
 	if c.Codec != "none" {
-		if c.Codec == "lz4" {
-			a = append(a, "--lz4")
-		} else {
-			a = append(a, "-"+c.Codec)
-		}
+		a = append(a, codecFlag(c.Codec))
 	}
 	a = append(a, "-d", strconv.Itoa(c.Level))
 	switch {
@@ -139,11 +136,10 @@ func (m Matrix) Configs() (cfgs []Config, notes []string) {
 	return cfgs, notes
 }
 
-func appendOnce(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
+// appendOnce appends v unless s holds it: lists keep their first order.
+func appendOnce[T comparable](s []T, v T) []T {
+	if slices.Contains(s, v) {
+		return s
 	}
 	return append(s, v)
 }
@@ -156,9 +152,9 @@ func ParseInts(flag, s string, lo int) ([]int, error) {
 		if err != nil || n < lo {
 			return nil, fmt.Errorf("--%s %q: %q is not an integer ≥ %d", flag, s, f, lo)
 		}
-		out = append(out, n)
+		out = appendOnce(out, n)
 	}
-	return dedupe(out), nil
+	return out, nil
 }
 
 // ParseMapSizes reads --map-size: KiB, multiples of the 4 KiB page, or
@@ -168,16 +164,16 @@ func ParseMapSizes(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "default" {
-			out = append(out, 0)
+			out = appendOnce(out, 0)
 			continue
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 || n%4 != 0 {
 			return nil, fmt.Errorf("--map-size %q: %q is not a positive multiple of 4 (KiB) or \"default\"", s, f)
 		}
-		out = append(out, n)
+		out = appendOnce(out, n)
 	}
-	return dedupe(out), nil
+	return out, nil
 }
 
 // ParseCodecs reads --codec: c, l, p, z, lz4 or none.
@@ -270,16 +266,4 @@ func FormatCPUs(cpus []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
-}
-
-func dedupe(v []int) []int {
-	var out []int
-	seen := map[int]bool{}
-	for _, x := range v {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"pagepipe/source"
 )
 
 // Machine is what the bench measured of the machine itself, apart from
@@ -62,7 +64,7 @@ func Fit(sums []Summary, m Machine) (Model, error) {
 		md.Serial += st.Reorder + st.Write + (st.Filter - s.ScanCPU) + st.Other
 		md.FitWorkers = append(md.FitWorkers, s.Workers)
 		md.BytesIn, md.BytesRead, md.BytesOut = s.BytesIn, s.BytesRead, s.BytesOut
-		md.Dumped = uint64(s.BytesRead / 4096)
+		md.Dumped = uint64(s.BytesRead / source.PageSize)
 	}
 	n := float64(len(sums))
 	md.Parallel /= n

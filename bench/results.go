@@ -55,8 +55,8 @@ type Run struct {
 	// the same for both programs; BytesOut is the dump's size.
 	BytesIn  int64 `json:"bytes_in"`
 	BytesOut int64 `json:"bytes_out"`
-	// BytesRead is what the run reads of the vmcore: the dumped pages and
-	// the struct pages scanned (pagepipe's count; 0 for makedumpfile).
+	// BytesRead is what the copy pass reads of the vmcore: the dumped
+	// pages (pagepipe's count; 0 for makedumpfile).
 	BytesRead int64  `json:"bytes_read"`
 	Dumped    uint64 `json:"pages_dumped"`
 	// GOMAXPROCS is what the pagepipe child ran with: the number of CPUs it

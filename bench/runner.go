@@ -12,8 +12,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"pagepipe/source"
 )
 
 // Runner runs a study's configurations as child processes.
@@ -54,7 +55,7 @@ func (r *Runner) Run(ctx context.Context, cfgs []Config) ([]Run, error) {
 				return runs, err
 			}
 			n := len(runs) + 1
-			r.progress(fmt.Sprintf("bench: run %d/%d (round %d/%d, %s elapsed): %s %s on CPUs %s",
+			r.progress(false, fmt.Sprintf("bench: run %d/%d (round %d/%d, %s elapsed): %s %s on CPUs %s",
 				n, total, round, r.Rounds, time.Since(start).Round(time.Second), c.Program, strings.Join(c.Args(), " "), c.CPUList()), false)
 			run, err := r.one(ctx, c)
 			for try := 1; err != nil && c.Program == Makedumpfile && try < mdfAttempts && ctx.Err() == nil; try++ {
@@ -62,12 +63,12 @@ func (r *Runner) Run(ctx context.Context, cfgs []Config) ([]Run, error) {
 				run, err = r.one(ctx, c)
 			}
 			if err != nil {
-				r.progress("", true)
+				r.progress(false, "", true)
 				return runs, err
 			}
 			run.Round = round
 			runs = append(runs, run)
-			r.progress(fmt.Sprintf("bench: run %d/%d: %s %s on CPUs %s: %.3f s wall, %.3f s CPU, %.0f MB/s",
+			r.progress(true, fmt.Sprintf("bench: run %d/%d: %s %s on CPUs %s: %.3f s wall, %.3f s CPU, %.0f MB/s",
 				n, total, c.Program, strings.Join(c.Args(), " "), c.CPUList(), run.Wall, run.CPU(), run.Throughput()), n == total)
 		}
 	}
@@ -76,7 +77,7 @@ func (r *Runner) Run(ctx context.Context, cfgs []Config) ([]Run, error) {
 
 // progress prints one progress line: redrawn in place on a terminal, else
 // only the lines that report a finished run.
-func (r *Runner) progress(line string, last bool) {
+func (r *Runner) progress(finished bool, line string, last bool) {
 	if r.Progress == nil {
 		return
 	}
@@ -86,7 +87,7 @@ func (r *Runner) progress(line string, last bool) {
 		if last {
 			fmt.Fprintln(r.Progress)
 		}
-	case strings.Contains(line, " wall, "):
+	case finished:
 		fmt.Fprintln(r.Progress, line)
 	}
 }
@@ -118,16 +119,17 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	if err := startPinned(cmd, c.CPUs); err != nil {
 		return Run{}, fmt.Errorf("%s: %w", c.Program, err)
 	}
-	hwm := watchHWM(cmd.Process.Pid)
+	// pagepipe reads its own peak as it finishes; makedumpfile's is
+	// sampled from outside.
+	hwm := func() int64 { return 0 }
+	if c.Program == Makedumpfile {
+		hwm = watchHWM(cmd.Process.Pid)
+	}
 	err = cmd.Wait()
 	wall := time.Since(start).Seconds()
 	peak := hwm()
 	if err != nil {
 		return Run{}, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, lastLines(out.String(), 3))
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return Run{}, fmt.Errorf("%s: no resource usage from wait4", c.Program)
 	}
 	st, err := os.Stat(dump)
 	if err != nil {
@@ -136,8 +138,8 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	run := Run{
 		Config:    c,
 		Wall:      wall,
-		User:      tv(ru.Utime),
-		Sys:       tv(ru.Stime),
+		User:      cmd.ProcessState.UserTime().Seconds(),
+		Sys:       cmd.ProcessState.SystemTime().Seconds(),
 		MaxRSSKiB: peak,
 		BytesIn:   r.BytesIn,
 		BytesOut:  st.Size(),
@@ -153,13 +155,11 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if cs.MaxRSSKiB > 0 {
-		run.MaxRSSKiB = cs.MaxRSSKiB // its own, read as it finished: exact
-	}
+	run.MaxRSSKiB = cs.MaxRSSKiB
 	run.FilterWall, run.CopyWall = cs.FilterWall, cs.CopyWall
 	run.ScanCPU = cs.ScanCPU
 	run.Dumped, run.GOMAXPROCS = cs.Dumped, cs.GOMAXPROCS
-	run.BytesRead = int64(cs.Dumped) * 4096
+	run.BytesRead = int64(cs.Dumped) * source.PageSize
 	run.Stages = Stages{
 		Read:     cs.ReadCPU,
 		Filter:   cs.FilterCPU,
@@ -220,8 +220,6 @@ func readHWM(path string) int64 {
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
-
-func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

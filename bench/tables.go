@@ -151,27 +151,19 @@ func table003(p *printer, s *Study) {
 	}
 	var keys []key
 	rows := map[key][][]string{}
-	cpusSeen := map[key]map[string]bool{}
+	// Blocks are one per CPU set, map size, codec and level: each gives
+	// its table one row.
 	for _, g := range s.blocks() {
-		var any Summary
-		for _, x := range g.pp {
-			any = x
-			break
-		}
-		k := key{any.MapSize(), any.Codec, any.Level}
+		ws := sortedKeys(g.pp)
+		first := g.pp[ws[0]]
+		k := key{first.MapSize(), first.Codec, first.Level}
 		if _, ok := rows[k]; !ok {
 			keys = append(keys, k)
-			cpusSeen[k] = map[string]bool{}
 		}
-		if cpusSeen[k][any.CPUList()] {
-			continue
-		}
-		cpusSeen[k][any.CPUList()] = true
-		n := len(any.CPUs)
+		n := len(first.CPUs)
 		// workers = #cpus where that was measured, else the most workers.
 		w := n
 		if _, ok := g.pp[w]; !ok {
-			ws := sortedKeys(g.pp)
 			w = ws[len(ws)-1]
 		}
 		a := g.pp[w]
@@ -180,9 +172,9 @@ func table003(p *printer, s *Study) {
 		if c, ok := s.checkFor(a); ok && !c.InSample {
 			m = rate(c.Predicted / float64(n))
 		}
-		rows[k] = append(rows[k], []string{strconv.Itoa(n), any.CPUList(), strconv.Itoa(w),
+		rows[k] = append(rows[k], []string{strconv.Itoa(n), first.CPUList(), strconv.Itoa(w),
 			rate(a.Throughput.Median / float64(n)), cell(okB, rate(b.Throughput.Median/float64(n))), m,
-			fmt.Sprintf("%.2f", s.Machine.Capacity[any.CPUList()])})
+			fmt.Sprintf("%.2f", s.Machine.Capacity[first.CPUList()])})
 	}
 	for _, k := range keys {
 		p.f("\n[003] %s -d %d, map-size %s: throughput per CPU, MB of memory per wall second per CPU (median; workers = #cpus where measured, else the most)\n", codecFlag(k.codec), k.level, k.mapSize)
@@ -200,7 +192,7 @@ func tableModel(p *printer, s *Study) {
 			return fmt.Sprintf("%.0f ns/page", v/float64(md.Dumped)*1e9)
 		}
 		p.f("\n[model] %s, fitted on the %s-worker runs: parallel %.3f CPU s (read, compress, filter scan; %s dumped), serial %.3f CPU s (reorder, write, filter bitmaps, setup, runtime; %s); I/O ceiling %s MB/s; CPUs %s give %.2f cores.\n",
-			md.Series, joinInts(md.FitWorkers), md.Parallel, perPage(md.Parallel), md.Serial, perPage(md.Serial), rate(md.Ceiling()), c.CPUs, c.Capacity)
+			md.Series, JoinInts(md.FitWorkers), md.Parallel, perPage(md.Parallel), md.Serial, perPage(md.Serial), rate(md.Ceiling()), c.CPUs, c.Capacity)
 		p.f("wall(N) = max(serial + parallel/min(N, cores), I/O); MB of memory per wall second. This is a model, not a measurement.\n")
 		rows := [][]string{{"workers", "model, CPUs " + c.CPUs, "model, a core per worker", "bound"}}
 		for _, pt := range c.Points {
@@ -217,13 +209,14 @@ func tableModel(p *printer, s *Study) {
 			if ch.InSample {
 				e = "in-sample"
 			}
-			rows = append(rows, []string{strconv.Itoa(ch.Workers), ch.CPUs, rate(ch.Measured), rate(ch.Predicted), e, joinInts(ch.FitWorkers)})
+			rows = append(rows, []string{strconv.Itoa(ch.Workers), ch.CPUs, rate(ch.Measured), rate(ch.Predicted), e, JoinInts(ch.FitWorkers)})
 		}
 		p.table(rows)
 	}
 }
 
-func joinInts(v []int) string {
+// JoinInts writes v comma-separated.
+func JoinInts(v []int) string {
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = strconv.Itoa(x)

@@ -232,14 +232,6 @@ func mustRC0(t *testing.T, what string, r result) {
 	}
 }
 
-// verify runs pagepipe verify on a dump of the real fixture.
-func verify(t *testing.T, vmcore, dump string) {
-	t.Helper()
-	if out, err := execOut(bin, "verify", vmcore, dump); err != nil {
-		t.Errorf("pagepipe verify %s: %v\n%s", filepath.Base(dump), err, out)
-	}
-}
-
 // Fedora's kdump (kdump-utils' kdump.sh): the default core collector into
 // vmcore-incomplete with the --num-threads=N kdump.sh appends; the raw-disk
 // shape, `-F` through `dd of=DEVICE bs=512` onto a disk holding old data,

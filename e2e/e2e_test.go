@@ -211,3 +211,11 @@ func execOut(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
 }
+
+// verify runs pagepipe verify on a dump of the real fixture.
+func verify(t *testing.T, vmcore, dump string) {
+	t.Helper()
+	if out, err := execOut(bin, "verify", vmcore, dump); err != nil {
+		t.Errorf("pagepipe verify %s: %v\n%s", filepath.Base(dump), err, out)
+	}
+}

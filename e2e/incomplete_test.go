@@ -70,9 +70,7 @@ func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, f
 	if diff := want.Diff(judge.Drgn(t, dump, ranges)); diff != "" {
 		t.Errorf("drgn:\n%s", diff)
 	}
-	if out, err := execOut(bin, "verify", vmcore, dump); err != nil {
-		t.Errorf("verify: %v %s", err, out)
-	}
+	verify(t, vmcore, dump)
 	return lost
 }
 

@@ -19,9 +19,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		{Name: "no-newline", Args: []any{[]byte("OSRELEASE=6.1.0\nPAGESIZE=4096")}},
 		{Name: "crlf", Args: []any{[]byte("OSRELEASE=6.1.0\r\nPAGESIZE=4096\r\nSYMBOL(x)=ffffffff81000000\r\n")}},
 	}
-	for _, n := range []int{9, len(sample) / 2, len(sample) - 1} {
-		vi = append(vi, fuzzcorpus.Seed{Name: fmt.Sprintf("sample-cut%d", n), Args: []any{[]byte(sample[:n])}})
-	}
+	vi = append(vi, fuzzcorpus.Truncations("sample", []byte(sample), 9, len(sample)/2, len(sample)-1)...)
 	fuzzcorpus.Check(t, "FuzzParseVMCOREINFO", vi)
 
 	mm := []fuzzcorpus.Seed{

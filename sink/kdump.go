@@ -35,6 +35,21 @@ func (w *posWriter) writeAt(p []byte, off uint64) error {
 	return nil
 }
 
+// writeBitmap writes one bitmap, padded with zeros to size bytes, in
+// 128 KiB pieces: small, as it is paid on top of the bitmaps.
+func (w *posWriter) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
+	buf := make([]byte, min(size, 128<<10))
+	for done := uint64(0); done < size; {
+		n := min(uint64(len(buf)), size-done)
+		m.PutBytes(buf[:n], done)
+		if err := w.writeAt(buf[:n], off+done); err != nil {
+			return fmt.Errorf("bitmap: %w", err)
+		}
+		done += n
+	}
+	return nil
+}
+
 // Meta is everything in a kdump file besides the pages.
 type Meta struct {
 	BlockSize uint64
@@ -183,21 +198,6 @@ func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
 
 // Written returns the number of bytes written so far.
 func (k *Kdump) Written() uint64 { return k.n }
-
-// writeBitmap writes one bitmap, padded with zeros to size bytes, in 1 MiB
-// pieces.
-func (k *Kdump) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
-	buf := make([]byte, min(size, 128<<10)) // small: it is paid on top of the bitmaps
-	for done := uint64(0); done < size; {
-		n := min(uint64(len(buf)), size-done)
-		m.PutBytes(buf[:n], done)
-		if err := k.writeAt(buf[:n], off+done); err != nil {
-			return fmt.Errorf("bitmap: %w", err)
-		}
-		done += n
-	}
-	return nil
-}
 
 // WritePages appends the descriptors and data of consecutive dumped pages;
 // data holds the stored bytes of the non-zero pages, back to back. Large

@@ -234,10 +234,8 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	s.Lost = (l.data-l.descs)/kdumpfmt.PageDescSize - dumpable.Count(0, dumpable.Len())
 	if !dumpable.Equal(first.Dumpable) {
 		half := uint64(h.BitmapBlocks) / 2 * bs
-		buf := make([]byte, half)
-		dumpable.PutBytes(buf, 0)
-		if err := w.writeAt(buf, l.bitmaps+half); err != nil {
-			return w.n, fmt.Errorf("bitmaps: %w", err)
+		if err := w.writeBitmap(dumpable, l.bitmaps+half, half); err != nil {
+			return w.n, err
 		}
 	}
 
@@ -297,10 +295,13 @@ func copyPart(first *source.Dump, p splitPart, l layout, cut [][2]uint64, dumpab
 			return err
 		}
 		defer d.Close()
-		a, b := d.Dumpable.Clone(), first.Dumpable.Clone()
-		for _, r := range cut {
-			a.ClearRange(r[0], min(r[1], a.Len()))
-			b.ClearRange(r[0], min(r[1], b.Len()))
+		a, b := d.Dumpable, first.Dumpable
+		if len(cut) > 0 {
+			a, b = a.Clone(), b.Clone()
+			for _, r := range cut {
+				a.ClearRange(r[0], min(r[1], a.Len()))
+				b.ClearRange(r[0], min(r[1], b.Len()))
+			}
 		}
 		if !d.Present.Equal(first.Present) || !a.Equal(b) {
 			return fmt.Errorf("its bitmaps differ from %s's", first.Path)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
+
+	"pagepipe/kernel"
 )
 
 // Message-level bits, as makedumpfile's print_info.h.
@@ -185,50 +187,15 @@ var (
 // warnKernelVersion prints makedumpfile's two common lines for a kernel
 // release outside the supported range.
 func warnKernelVersion(c *console, release string) {
-	v, ok := parseRelease(release)
-	if !ok {
+	v, err := kernel.ParseVersion(release)
+	if err != nil {
 		return
 	}
-	less := func(a, b [3]int) bool {
-		for i := range a {
-			if a[i] != b[i] {
-				return a[i] < b[i]
-			}
-		}
-		return false
-	}
-	if less(v, oldestKernel) || less(latestKernel, v) {
+	cur := []int{v.Major, v.Minor, v.Patch}
+	if slices.Compare(cur, oldestKernel[:]) < 0 || slices.Compare(latestKernel[:], cur) < 0 {
 		c.msg("The kernel version is not supported.\n")
 		c.msg("The %s operation may be incomplete.\n", progName)
 	}
-}
-
-// parseRelease reads "MAJOR.MINOR.PATCH" from the front of a release
-// string such as 6.1.0-57-amd64 (a missing PATCH is 0).
-func parseRelease(s string) ([3]int, bool) {
-	var v [3]int
-	for i := range v {
-		j := 0
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		if j == 0 {
-			return v, i == 2
-		}
-		n, err := strconv.Atoi(s[:j])
-		if err != nil {
-			return v, false
-		}
-		v[i] = n
-		s = s[j:]
-		if i < 2 {
-			if !strings.HasPrefix(s, ".") {
-				return v, i == 1
-			}
-			s = s[1:]
-		}
-	}
-	return v, true
 }
 
 // stepDone draws the final (100 %) progress line of a step that has ended.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 )
 
@@ -46,17 +45,5 @@ func TestUsageErrorsAsMakedumpfile(t *testing.T) {
 		if rc != 1 || stdout != tc.stdout || stderr != tc.stderr {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1, %q, %q", tc.args, rc, stdout, stderr, tc.stdout, tc.stderr)
 		}
-	}
-}
-
-func TestParseRelease(t *testing.T) {
-	for s, want := range map[string]string{"6.1.0-57-amd64": "[6 1 0]", "5.14": "[5 14 0]", "4.19.316": "[4 19 316]"} {
-		v, ok := parseRelease(s)
-		if !ok || fmt.Sprint(v) != want {
-			t.Errorf("%s: %v %v, want %s", s, v, ok, want)
-		}
-	}
-	if _, ok := parseRelease("x"); ok {
-		t.Error("x parsed")
 	}
 }

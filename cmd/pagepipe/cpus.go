@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"pagepipe/bench"
 )
 
 // cpusEnv marks a process that --cpus has already confined, so that the
@@ -27,39 +28,29 @@ func confineCPUs(spec string) error {
 	if spec == "" || os.Getenv(cpusEnv) != "" {
 		return nil
 	}
-	var cur unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &cur); err != nil {
+	usable, err := bench.UsableCPUs()
+	if err != nil {
 		return fmt.Errorf("--cpus: %w", err)
 	}
-	cpus, err := parseCPUs(spec, &cur)
+	cpus, err := parseCPUs(spec, usable)
 	if err != nil {
 		return err
 	}
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
 	runtime.LockOSThread()
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	if err := bench.PinThread(cpus); err != nil {
 		return fmt.Errorf("--cpus %s: %w", spec, err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("--cpus: %w", err)
 	}
-	env := append(os.Environ(), cpusEnv+"="+joinInts(cpus), "GOMAXPROCS="+strconv.Itoa(len(cpus)))
+	env := append(os.Environ(), cpusEnv+"="+bench.JoinInts(cpus), "GOMAXPROCS="+strconv.Itoa(len(cpus)))
 	return fmt.Errorf("--cpus: re-exec %s: %w", exe, syscall.Exec(exe, os.Args, env))
 }
 
 // parseCPUs reads N (the first N CPUs the process may use) or a list such
 // as 0,2-3.
-func parseCPUs(spec string, allowed *unix.CPUSet) ([]int, error) {
-	var usable []int
-	for c := 0; c < 1024; c++ {
-		if allowed.IsSet(c) {
-			usable = append(usable, c)
-		}
-	}
+func parseCPUs(spec string, usable []int) ([]int, error) {
 	if n, err := strconv.Atoi(spec); err == nil && !strings.ContainsAny(spec, ",-") {
 		if n < 1 || n > len(usable) {
 			return nil, fmt.Errorf("--cpus %d: the process may use %d CPUs", n, len(usable))
@@ -79,21 +70,13 @@ func parseCPUs(spec string, allowed *unix.CPUSet) ([]int, error) {
 			return nil, fmt.Errorf("--cpus %q: not a CPU count or list", spec)
 		}
 		for c := a; c <= b; c++ {
-			if !allowed.IsSet(c) {
+			if !slices.Contains(usable, c) {
 				return nil, fmt.Errorf("--cpus %q: CPU %d is not available to this process", spec, c)
 			}
 			out = append(out, c)
 		}
 	}
 	return out, nil
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
 }
 
 // cpuReport says which CPUs the process's threads may really run on, read

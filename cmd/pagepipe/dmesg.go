@@ -107,15 +107,8 @@ func printLoads(c *console, v *source.Vmcore) {
 // VMCOREINFO lines about the kernel's layout: phys_base and where it came
 // from, max_mapnr, and PAGE_OFFSET from the direct-map PT_LOAD.
 func printLayout(c *console, v *source.Vmcore, vi *kernel.VMCOREINFO) {
-	if pb, ok := vi.Number("phys_base"); ok {
-		c.debug("phys_base    : %x (vmcoreinfo)\n\n", uint64(pb))
-	} else {
-		for _, l := range v.Loads {
-			if l.Vaddr >= kernel.StartKernelMap {
-				c.debug("phys_base    : %x (pt_load)\n\n", l.Paddr-(l.Vaddr-kernel.StartKernelMap))
-				break
-			}
-		}
+	if pb, from, ok := physBase(v, vi); ok {
+		c.debug("phys_base    : %x (%s)\n\n", pb, from)
 	}
 	c.debug("max_mapnr    : %x\n", v.MaxMapnr)
 	for _, l := range v.Loads {

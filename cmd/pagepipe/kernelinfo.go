@@ -12,30 +12,39 @@ import (
 	"pagepipe/source"
 )
 
+// physBase is the crashed kernel's phys_base: NUMBER(phys_base) from
+// VMCOREINFO (vi may be nil), else taken from the kernel-text PT_LOAD as
+// makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map). from
+// says which, in makedumpfile's words.
+func physBase(v *source.Vmcore, vi *kernel.VMCOREINFO) (pb uint64, from string, ok bool) {
+	if vi != nil {
+		if n, ok := vi.Number("phys_base"); ok {
+			return uint64(n), "vmcoreinfo", true
+		}
+	}
+	for _, l := range v.Loads {
+		if l.Vaddr >= kernel.StartKernelMap {
+			return l.Paddr - (l.Vaddr - kernel.StartKernelMap), "pt_load", true
+		}
+	}
+	return 0, "", false
+}
+
 // fillKernelMeta takes what the dump header says about the crashed kernel
 // from its VMCOREINFO: the crash time, phys_base, and utsname, read from
 // init_uts_ns through the kernel's own page tables as makedumpfile does.
 // When the kernel's memory cannot give utsname (a generated vmcore has no
 // page tables), the header still gets "Linux", OSRELEASE and "x86_64", so
 // that readers checking the machine accept it; the returned note says so.
-//
-// Without NUMBER(phys_base), phys_base comes from the kernel-text PT_LOAD
-// as makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map).
 func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note string) {
-	for _, l := range v.Loads {
-		if l.Vaddr >= kernel.StartKernelMap {
-			m.PhysBase = l.Paddr - (l.Vaddr - kernel.StartKernelMap)
-			break
-		}
+	if pb, _, ok := physBase(v, vi); ok {
+		m.PhysBase = pb
 	}
 	if vi == nil {
 		return ""
 	}
 	if t, ok := vi.CrashTime(); ok {
 		m.CrashTime = t
-	}
-	if pb, ok := vi.Number("phys_base"); ok {
-		m.PhysBase = uint64(pb)
 	}
 	err := readUtsname(v, vi, &m.Utsname)
 	if err == nil {

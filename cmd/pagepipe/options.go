@@ -323,21 +323,17 @@ func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
 // pflagError turns pflag's parse errors into getopt_long's words where they
 // have a counterpart: makedumpfile's stderr shows getopt's line.
 func pflagError(err error) error {
-	msg := err.Error()
+	var unknown *pflag.NotExistError
+	var noValue *pflag.ValueRequiredError
 	switch {
-	case strings.HasPrefix(msg, "unknown flag: --"):
-		return &getoptError{fmt.Sprintf("unrecognized option '%s'", strings.TrimPrefix(msg, "unknown flag: "))}
-	case strings.HasPrefix(msg, "unknown shorthand flag: "):
-		// "unknown shorthand flag: 'q' in -q"
-		if i := strings.Index(msg, "'"); i >= 0 && i+2 < len(msg) {
-			return &getoptError{fmt.Sprintf("invalid option -- '%c'", msg[i+1])}
-		}
-	case strings.HasPrefix(msg, "flag needs an argument: "):
-		name := strings.TrimPrefix(msg, "flag needs an argument: ")
-		if short, ok := strings.CutPrefix(name, "'"); ok && len(short) > 0 {
-			return &getoptError{fmt.Sprintf("option requires an argument -- '%c'", short[0])}
-		}
-		return &getoptError{fmt.Sprintf("option '%s' requires an argument", name)}
+	case errors.As(err, &unknown) && unknown.GetSpecifiedShortnames() != "":
+		return &getoptError{fmt.Sprintf("invalid option -- '%c'", unknown.GetSpecifiedName()[0])}
+	case errors.As(err, &unknown):
+		return &getoptError{fmt.Sprintf("unrecognized option '--%s'", unknown.GetSpecifiedName())}
+	case errors.As(err, &noValue) && noValue.GetSpecifiedShortnames() != "":
+		return &getoptError{fmt.Sprintf("option requires an argument -- '%c'", noValue.GetSpecifiedName()[0])}
+	case errors.As(err, &noValue):
+		return &getoptError{fmt.Sprintf("option '--%s' requires an argument", noValue.GetSpecifiedName())}
 	}
 	return fmt.Errorf("%w: %v", errUsage, err)
 }

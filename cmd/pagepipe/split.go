@@ -26,9 +26,9 @@ func (j *dumpJob) writeSplit(ctx context.Context, outs []string) error {
 		return errors.New("--split cannot be combined with -F: each split file needs its own output")
 	}
 	if o.sizeLimit > 0 {
-		// Cutting a split file short needs split-aware incomplete handling
-		// (sink.Kdump.Abort trims the 2nd bitmap from pfn 0, not from the
-		// part's start). Refused rather than ignored: -L guards a disk.
+		// A size limit on split files (each file's, or all of them
+		// together?) is not built. Refused rather than ignored: -L guards
+		// a disk.
 		return errors.New("-L cannot be combined with --split in pagepipe yet")
 	}
 	kb := o.splitblockKB

@@ -25,9 +25,6 @@ func (u Usage) Total() time.Duration { return u.User + u.Sys }
 // Sub is the usage between an earlier reading o and u.
 func (u Usage) Sub(o Usage) Usage { return Usage{u.User - o.User, u.Sys - o.Sys} }
 
-// Add is the sum of two usages.
-func (u Usage) Add(o Usage) Usage { return Usage{u.User + o.User, u.Sys + o.Sys} }
-
 // Thread returns the calling OS thread's user and system time
 // (getrusage(RUSAGE_THREAD)). Only meaningful on a goroutine locked to its
 // thread (runtime.LockOSThread). The sum is the scheduler's exact runtime;

@@ -27,8 +27,8 @@ import (
 
 var update = flag.Bool("update-fuzz-corpus", false, "rewrite the committed fuzz seed corpora (testdata/fuzz/*/seed-*) instead of checking them")
 
-// MaxTarget is the most bytes of seed files one target's corpus may hold.
-const MaxTarget = 256 << 10
+// maxTarget is the most bytes of seed files one target's corpus may hold.
+const maxTarget = 256 << 10
 
 // Seed is one corpus entry: the fuzz function's arguments, in order.
 type Seed struct {
@@ -36,8 +36,8 @@ type Seed struct {
 	Args []any
 }
 
-// Encode writes args in Go's corpus file format.
-func Encode(args ...any) ([]byte, error) {
+// encode writes args in Go's corpus file format.
+func encode(args ...any) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("go test fuzz v1\n")
 	for _, a := range args {
@@ -64,7 +64,7 @@ func Check(t *testing.T, target string, seeds []Seed) {
 	want := map[string][]byte{}
 	total := 0
 	for _, s := range seeds {
-		b, err := Encode(s.Args...)
+		b, err := encode(s.Args...)
 		if err != nil {
 			t.Fatalf("%s %s: %v", target, s.Name, err)
 		}
@@ -75,8 +75,8 @@ func Check(t *testing.T, target string, seeds []Seed) {
 		want[name] = b
 		total += len(b)
 	}
-	if total > MaxTarget {
-		t.Errorf("%s: %d bytes of seeds, more than the %d a corpus may hold", target, total, MaxTarget)
+	if total > maxTarget {
+		t.Errorf("%s: %d bytes of seeds, more than the %d a corpus may hold", target, total, maxTarget)
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "seed-*"))
 	if *update {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,17 +166,32 @@ func CrashWith(tb testing.TB, options []string, vmlinux, dump string, commands .
 	return out
 }
 
+// CrashParts is Crash for a split dump: crash opens the parts as one dump
+// when they all follow the vmlinux. Lines naming a part are taken out.
+func CrashParts(tb testing.TB, vmlinux string, parts []string, commands ...string) string {
+	tb.Helper()
+	out, err := crash(nil, vmlinux, parts, commands)
+	if err != nil {
+		tb.Fatalf("crash on %s: %v\n%s", strings.Join(parts, " "), err, lastLines(out, 20))
+	}
+	return out
+}
+
 // CrashRun runs crash as CrashWith does and returns its output (the lines
 // naming the dump file taken out) and its error, if it failed. It does not
 // touch a testing.TB, so it may run in a goroutine.
 func CrashRun(options []string, vmlinux, dump string, commands ...string) (string, error) {
-	args := append(append([]string{"-s", "--no_scroll"}, options...), vmlinux, dump)
+	return crash(options, vmlinux, []string{dump}, commands)
+}
+
+func crash(options []string, vmlinux string, files, commands []string) (string, error) {
+	args := append(append(append([]string{"-s", "--no_scroll"}, options...), vmlinux), files...)
 	cmd := exec.Command("crash", args...)
 	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\nquit\n")
 	out, err := cmd.CombinedOutput()
 	var keep []string
 	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.Contains(line, dump) {
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.Contains(line, f) }) {
 			keep = append(keep, line)
 		}
 	}
