@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 
 	"pagepipe/codec"
+	"pagepipe/dump"
 	"pagepipe/filter"
 	"pagepipe/kernel"
 	"pagepipe/pipeline"
@@ -333,4 +335,28 @@ func codecNames() []string {
 		names = append(names, c.Name)
 	}
 	return names
+}
+
+// benchStats is what --stats-file says about a finished dump.
+func (j *dumpJob) benchStats() dump.Stats {
+	p, s := j.plan, j.stats
+	sec := func(d time.Duration) float64 { return d.Seconds() }
+	return dump.Stats{
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Workers:     j.opts.threads,
+		Pfns:        p.MaxMapnr,
+		Dumped:      s.Pages,
+		ZeroPages:   s.ZeroPages,
+		DataBytes:   s.DataBytes,
+		MaxRSSKiB:   dump.PeakRSSKiB("/proc/self/status"),
+		FilterWall:  sec(p.Wall),
+		FilterCPU:   sec(p.ProcessCPU.Total()),
+		ScanCPU:     sec(p.ScanCPU.Total()),
+		CopyWall:    sec(s.Wall),
+		CopyCPU:     sec(s.ProcessCPU.Total()),
+		ReadCPU:     sec(s.CPU.Read),
+		CompressCPU: sec(s.CPU.Compress),
+		ReorderCPU:  sec(s.CPU.Reorder),
+		WriteCPU:    sec(s.CPU.Write),
+	}
 }

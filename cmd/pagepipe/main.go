@@ -4,7 +4,9 @@
 //
 //	pagepipe [-c|-l|-p|-z|--lz4] [-d LEVEL] [--num-threads N] VMCORE DUMPFILE
 //
-// and subcommands of its own: inspect, verify, gen-vmcore, bench.
+// and subcommands of its own: inspect and verify. It is the binary a
+// capture kernel's initramfs carries, so it holds nothing else: the bench
+// and the vmcore generator are cmd/pagepipe-bench.
 package main
 
 import (
@@ -20,6 +22,9 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"pagepipe/dump"
+	"pagepipe/internal/cpuset"
 )
 
 const version = "0.1.0"
@@ -49,10 +54,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runInspect(args[1:], stdout, stderr)
 		case "verify":
 			return runVerify(args[1:], stdout, stderr)
-		case "gen-vmcore":
-			return runGenVmcore(args[1:], stdout, stderr)
-		case "bench":
-			return runBench(args[1:], stdout, stderr)
 		}
 	}
 	return runDump(args, stdin, stdout, stderr)
@@ -97,7 +98,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(o.args) != want {
 		return usageError(c, fmt.Errorf("%w: need %s, got %d arguments", errUsage, what, len(o.args)))
 	}
-	if err := confineCPUs(o.cpus); err != nil {
+	if err := cpuset.Confine(o.cpus); err != nil {
 		return fail(c, err)
 	}
 	noteNoops(c, o)
@@ -152,12 +153,12 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(c, err)
 	}
 	if o.statsFile != "" {
-		if err := writeStats(o.statsFile, job); err != nil {
+		if err := dump.WriteStats(o.statsFile, job.benchStats()); err != nil {
 			return fail(c, err)
 		}
 	}
 	if o.cpus != "" {
-		c.debug("%s\n", cpuReport())
+		c.debug("%s\n", cpuset.Report())
 	}
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
@@ -253,8 +254,6 @@ Usage:
   pagepipe [-c|-l|-p|-z|--lz4] [-d DUMP_LEVEL] [--num-threads N] [OPTION]... VMCORE DUMPFILE
   pagepipe inspect DUMPFILE
   pagepipe verify VMCORE DUMPFILE
-  pagepipe gen-vmcore [--size MIB] [--seed N] OUTPUT
-  pagepipe bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile] [--out DIR] VMCORE
 
 Options (makedumpfile's):
   -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)
