@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-		"strconv"
+	"strconv"
 	"strings"
 	"time"
 
