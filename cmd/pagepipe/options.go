@@ -3,21 +3,20 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"pagepipe/codec"
-	"pagepipe/filter"
-	"pagepipe/kdumpfmt"
+	"pagepipe/dump"
 )
 
 // options are makedumpfile's command line, plus pagepipe's own.
 type options struct {
-	compress     uint32 // page flag of the chosen codec; 0 = none
-	levels       []filter.Level
+	compress     string // the chosen codec's name; "" = none
+	levels       []dump.Level
 	force        bool
 	threads      int
 	mapSizeKiB   int
@@ -55,8 +54,8 @@ type options struct {
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
 // so the one given last wins, as in makedumpfile.
 type compressFlag struct {
-	o    *options
-	flag uint32
+	o     *options
+	codec string
 }
 
 func (c compressFlag) String() string   { return "false" }
@@ -64,7 +63,7 @@ func (c compressFlag) Type() string     { return "bool" }
 func (c compressFlag) IsBoolFlag() bool { return true }
 func (c compressFlag) Set(v string) error {
 	if v == "true" {
-		c.o.compress = c.flag
+		c.o.compress = c.codec
 	}
 	return nil
 }
@@ -114,20 +113,20 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.SortFlags = false
 	for _, c := range []struct {
 		short, long string
-		flag        uint32
+		codec       string
 		usage       string
 	}{
-		{"c", "", kdumpfmt.StatusZlib, "compress pages with zlib"},
-		{"l", "", kdumpfmt.StatusLZO, "compress pages with lzo"},
-		{"p", "", kdumpfmt.StatusSnappy, "compress pages with snappy"},
-		{"z", "", kdumpfmt.StatusZstd, "compress pages with zstd"},
-		{"", "lz4", kdumpfmt.StatusLZ4, "compress pages with lz4 (pagepipe extension)"},
+		{"c", "", "zlib", "compress pages with zlib"},
+		{"l", "", "lzo", "compress pages with lzo"},
+		{"p", "", "snappy", "compress pages with snappy"},
+		{"z", "", "zstd", "compress pages with zstd"},
+		{"", "lz4", "lz4", "compress pages with lz4 (pagepipe extension)"},
 	} {
 		name := c.long
 		if name == "" {
 			name = "compress-" + c.short // pflag needs a long name; it stays hidden
 		}
-		f := fs.VarPF(compressFlag{o, c.flag}, name, c.short, c.usage)
+		f := fs.VarPF(compressFlag{o, c.codec}, name, c.short, c.usage)
 		f.NoOptDefVal = "true"
 		f.Hidden = c.long == ""
 	}
@@ -222,7 +221,7 @@ func parseOptions(args []string) (*options, error) {
 		return o, &levelError{"Message_level", strconv.Itoa(o.msgLevel)}
 	}
 	d := fs.Lookup("dump-level").Value.String()
-	if o.levels, err = filter.ParseLevels(d); err != nil {
+	if o.levels, err = dump.ParseLevels(d); err != nil {
 		return o, &levelError{"Dump_level", d}
 	}
 	o.mapSizeSet = fs.Changed("map-size")
@@ -249,15 +248,63 @@ func parseOptions(args []string) (*options, error) {
 	if o.threads == 0 {
 		o.threads = runtime.GOMAXPROCS(0)
 	}
-	if err := checkELFOptions(o); err != nil {
-		return o, err
+	if o.elf && o.split {
+		return o, fmt.Errorf("%w: --split cannot be used with -E", errUsage)
 	}
-	if o.compress != 0 {
-		if _, err := codec.ByFlag(o.compress); err != nil {
-			return o, err
-		}
+	if err := o.dumpOptions(nil).Check(); err != nil {
+		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return o, nil
+}
+
+// outName is the dump's output as the messages name it.
+func (o *options) outName() string {
+	if o.flatten {
+		return "STDOUT"
+	}
+	return o.args[1]
+}
+
+// dumpOptions is the dump the command line asks for; stdout gets a
+// flattened stream (-F).
+func (o *options) dumpOptions(stdout io.Writer) dump.Options {
+	d := dump.Options{
+		VMCOREINFOFile: o.vmcoreinfo,
+		Levels:         o.levels,
+		Codec:          o.compress,
+		Workers:        o.threads,
+		MapSize:        o.mapSizeKiB << 10,
+		ZeroUnreadable: o.zeroUnreadable,
+		Program:        progName,
+		Out: dump.Output{
+			Force:         o.force,
+			DryRun:        o.dryRun,
+			SizeLimit:     o.sizeLimit,
+			SplitBlockKiB: o.splitblockKB,
+		},
+	}
+	switch {
+	case o.nonMmap:
+		d.Mmap = dump.MmapOff
+	case o.mapSizeSet:
+		d.Mmap = dump.MmapOn
+	}
+	switch {
+	case o.elf:
+		d.Out.Shape = dump.ELF
+	case o.split:
+		d.Out.Shape = dump.Split
+	}
+	if len(o.args) > 0 {
+		d.Input = o.args[0]
+	}
+	switch {
+	case o.flatten:
+		d.Out.Stream = stdout
+	case len(o.args) > 1:
+		d.Out.Paths = o.args[1:]
+	}
+	return d
 }
 
 // memparse reads a size with an optional K, M or G suffix (powers of 1024),
