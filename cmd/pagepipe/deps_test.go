@@ -26,3 +26,26 @@ func TestNoBenchDependencies(t *testing.T) {
 		}
 	}
 }
+
+// cmd/pagepipe is the command line only: flags, console, messages, exit
+// codes. The dump itself is the engine's (pagepipe/dump); of the project
+// it may import nothing else but the CPU-set helpers.
+func TestImportsOnlyTheEngine(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "pagepipe/cmd/pagepipe").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{"pagepipe/dump": true, "pagepipe/internal/cpuset": true}
+	seen := false
+	for _, p := range strings.Fields(string(out)) {
+		if p == "pagepipe/dump" {
+			seen = true
+		}
+		if strings.HasPrefix(p, "pagepipe/") && !allowed[p] {
+			t.Errorf("cmd/pagepipe imports %s", p)
+		}
+	}
+	if !seen {
+		t.Errorf("cmd/pagepipe does not import the engine: %q", out)
+	}
+}
