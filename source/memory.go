@@ -52,11 +52,27 @@ func OpenMemory(path string) (Memory, error) {
 	case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
 		return nil, err
 	case bytes.HasPrefix(magic[:], []byte("KDUMP   ")) || bytes.HasPrefix(magic[:], []byte("DISKDUMP")):
-		return OpenDump(path)
+		return openSupportedDump(path)
 	case bytes.HasPrefix(magic[:], []byte("makedumpfile")):
 		return openFlattened(path)
 	}
 	return Open(path)
+}
+
+// openSupportedDump opens a dump to be dumped again (refiltered, another
+// codec), refusing one of an architecture or page size pagepipe does not
+// dump. (OpenDump itself opens any dump: inspect and the reassembler only
+// read its headers or copy it.)
+func openSupportedDump(path string) (*Dump, error) {
+	d, err := OpenDump(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkArch(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
 }
 
 // openFlattened rebuilds a flattened dump into a temporary file (in
@@ -81,6 +97,12 @@ func openFlattened(path string) (Memory, error) {
 		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
 	}
 	d, err := OpenDump(name)
+	if err == nil {
+		if err = d.checkArch(); err != nil {
+			d.Close()
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	if err != nil {
 		os.Remove(name)
 		return nil, err
