@@ -225,9 +225,10 @@ var (
 	// ErrWrongRelease: the -i file is for another kernel release
 	// (makedumpfile exits 2).
 	ErrWrongRelease = errors.New("the kernel version is not the same as the VMCOREINFO file's")
-	// ErrUnsupported: the input cannot be dumped as asked (no file is
-	// written).
-	ErrUnsupported = errors.New("unsupported input")
+	// ErrUnsupported: the input cannot be dumped as asked: another
+	// architecture or page size (source's refusals), a kdump file for -E.
+	// No file is written.
+	ErrUnsupported = source.ErrUnsupported
 )
 
 // unsupportedError is an input that cannot be dumped as asked.

@@ -255,4 +255,18 @@ func TestRunUnsupported(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s exists (%v)", out, err)
 	}
+	for _, a := range synth.Archs()[1:] {
+		foreign := filepath.Join(dir, a.String())
+		if err := synth.WriteFile(foreign, synth.ForeignMachine(a, 8)); err != nil {
+			t.Fatal(err)
+		}
+		out := foreign + ".dump"
+		_, err := Run(context.Background(), Options{Input: foreign, Levels: []Level{1}, Out: Output{Paths: []string{out}}}, nil)
+		if !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", a, err)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s exists (%v)", out, err)
+		}
+	}
 }
