@@ -49,3 +49,48 @@ func TestImportsOnlyTheEngine(t *testing.T) {
 		t.Errorf("cmd/pagepipe does not import the engine: %q", out)
 	}
 }
+
+// The layers of docs/architecture.md, top first: a package imports only
+// packages of layers below its own.
+var layers = [][]string{
+	{"cmd/pagepipe", "cmd/pagepipe-bench"},
+	{"bench", "internal/synth"},
+	{"dump"},
+	{"pipeline"},
+	{"filter", "sink"},
+	{"source"},
+	{"codec", "kernel"},
+	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset"},
+}
+
+// Arrows point down only.
+func TestArrowsPointDown(t *testing.T) {
+	layer := map[string]int{}
+	for i, ps := range layers {
+		for _, p := range ps {
+			layer["pagepipe/"+p] = i
+		}
+	}
+	var pkgs []string
+	for p := range layer {
+		pkgs = append(pkgs, p)
+	}
+	out, err := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, pkgs...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, "pagepipe/") {
+				continue
+			}
+			to, ok := layer[imp]
+			if !ok {
+				t.Errorf("%s imports %s, which has no layer in docs/architecture.md", f[0], imp)
+			} else if to <= layer[f[0]] {
+				t.Errorf("%s imports %s: an arrow that does not point down", f[0], imp)
+			}
+		}
+	}
+}
