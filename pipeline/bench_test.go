@@ -104,8 +104,8 @@ func TestFaultingPageIsAnError(t *testing.T) {
 			r := v.NewReader(64<<20, true) // one window over the whole file
 			return r
 		},
-		Pfns:     plan.Dumpable.Ones(),
-		Writer:   kdumpWriter{k},
+		Pfns:   plan.Dumpable.Ones(),
+		Writer: kdumpWriter{k},
 		Progress: func(done uint64) {
 			if !truncated {
 				truncated = true
