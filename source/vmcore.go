@@ -102,32 +102,28 @@ func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
 
 // Bitmaps returns the 1st bitmap (pfns present in memory) and the start of
 // the 2nd (pfns with data in the file), exactly as makedumpfile 1.7.2 builds
-// them, found by running it on generated vmcores:
+// them:
 //
 //   - both take each PT_LOAD's pfns from the page holding p_paddr up to
 //     the last whole page of p_paddr+p_memsz;
-//   - the 1st bitmap also takes a segment's partial last page, but only
-//     when the highest segment end of all is page aligned (makedumpfile
-//     then builds it from a bitmap file that accounts for partial pages;
-//     otherwise from memory holes, rounding down);
+//   - with countPartial the 1st bitmap also takes a segment's partial last
+//     page, as makedumpfile's one-cycle builder (create_1st_bitmap_file)
+//     does; its cyclic one (create_bitmap_from_memhole) rounds down.
+//     Which one it runs depends on the machine and the command line
+//     (filter.Cycle); kexec-tools' /proc/vmcore has such a page at the end
+//     of low RAM, 0x9fc00;
 //   - the 2nd bitmap leaves out the pages from the one holding
 //     p_paddr+p_filesz to the end of p_memsz, which have no data.
 //
-// Real /proc/vmcore segments are page aligned, where all of this agrees.
-//
 // maxMapnr (at most in.MaxMapnr) cuts both bitmaps: makedumpfile lowers it
 // to the end of the kernel's mem_map when it finds one.
-func (in *Info) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
+func (in *Info) Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap) {
 	maxMapnr = min(maxMapnr, in.MaxMapnr)
 	present, dumpable = bitmap.New(maxMapnr), bitmap.New(maxMapnr)
-	var maxEnd uint64
-	for _, l := range in.Loads {
-		maxEnd = max(maxEnd, l.Paddr+l.MemSize)
-	}
 	for _, l := range in.Loads {
 		start, end := l.Paddr/PageSize, (l.Paddr+l.MemSize)/PageSize
 		dumpable.SetRange(start, end)
-		if (l.Paddr+l.MemSize)%PageSize != 0 && maxEnd%PageSize == 0 {
+		if countPartial && (l.Paddr+l.MemSize)%PageSize != 0 {
 			end++
 		}
 		present.SetRange(start, end)
