@@ -227,6 +227,14 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 	if err != nil {
 		return err
 	}
+	if m, ok := j.mem.(interface{ MapStats() *source.MapStats }); ok && j.useMmap() {
+		s := m.MapStats()
+		j.con.debug("mmap: %d windows mapped, %d failed and read instead", s.Windows.Load(), s.Failed.Load())
+		if err := s.FirstError(); err != nil {
+			j.con.debug(" (first: %v)", err)
+		}
+		j.con.debug("\n")
+	}
 	if n := j.stats.Unreadable; n > 0 {
 		j.con.msg("WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)
 	}
