@@ -12,8 +12,8 @@ import (
 
 // This file holds the rules that copy makedumpfile 1.7.2's behaviour where
 // it decides bytes of the output, so that pagepipe's dumps equal its
-// dumps: the header's utsname, an ELF dump's pages past mem_map, a split
-// file's 1st bitmap.
+// dumps: the header's utsname, an ELF dump's pages past mem_map (and, in
+// prepare, countPartial: whether a PT_LOAD's partial last page is present).
 
 // fillKernelMeta takes what the dump header says about the crashed kernel
 // from its VMCOREINFO: the crash time, phys_base, and utsname, read from
@@ -82,7 +82,7 @@ func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
 	if maxMapnr == 0 || maxMapnr >= keep.Len() {
 		return
 	}
-	_, hasData := v.Bitmaps(keep.Len())
+	_, hasData := v.Bitmaps(keep.Len(), false)
 	block := (maxMapnr - 1) / bp // the walk starts after a pass over [0, maxMapnr)
 	stale := func(pfn uint64) bool {
 		q := block*bp + pfn%bp
@@ -107,38 +107,4 @@ func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
 			}
 		}
 	}
-}
-
-// splitPresent returns the 1st bitmap as makedumpfile 1.7.2 writes it in
-// split files. Its split path always builds that bitmap from the memory
-// holes, which ends each PT_LOAD at its last whole page, while an unsplit
-// dump's bitmap also holds a segment's partial last page when the highest
-// segment end is page aligned (see source.Info.Bitmaps). Real vmcores
-// have page-aligned segments, where the two agree. v is nil for a dump
-// being refiltered, which keeps its bitmaps.
-func splitPresent(v *source.Vmcore, present *bitmap.Bitmap) *bitmap.Bitmap {
-	if v == nil {
-		return present
-	}
-	whole := func(pfn uint64) bool {
-		for _, l := range v.Loads {
-			if l.Paddr/source.PageSize <= pfn && pfn < (l.Paddr+l.MemSize)/source.PageSize {
-				return true
-			}
-		}
-		return false
-	}
-	out := present
-	for _, l := range v.Loads {
-		end := l.Paddr + l.MemSize
-		pfn := end / source.PageSize
-		if end%source.PageSize == 0 || pfn >= present.Len() || !out.Test(pfn) || whole(pfn) {
-			continue
-		}
-		if out == present {
-			out = present.Clone()
-		}
-		out.Clear(pfn)
-	}
-	return out
 }

@@ -19,7 +19,11 @@ type DmesgOptions struct {
 	Stream  io.Writer
 	Force   bool // -f: overwrite Log
 	Partial bool // --partial-dmesg: only what was logged after the last dmesg -c
-	Program string
+	// CallerID adds the caller-id column makedumpfile 1.7.5 added
+	// ("[    0.000000] [      T0] Linux version …"), for kernels that
+	// export printk_info.caller_id; without it the log is 1.7.2's.
+	CallerID bool
+	Program  string
 }
 
 // Dmesg writes the crashed kernel's log in makedumpfile's --dump-dmesg
@@ -71,13 +75,14 @@ func Dmesg(o DmesgOptions, ev Events) error {
 	if readErr != nil && len(recs) == 0 {
 		return readErr
 	}
+	format := kernel.FormatOptions{CallerID: o.CallerID}
 	if flatten {
-		if err := kernel.FormatLog(o.Stream, recs, kernel.FormatOptions{}); err != nil {
+		if err := kernel.FormatLog(o.Stream, recs, format); err != nil {
 			return fmt.Errorf("write the log to stdout: %w", err)
 		}
 		return readErr
 	}
-	if err := writeLog(logfile, o.Force, recs); err != nil {
+	if err := writeLog(logfile, o.Force, recs, format); err != nil {
 		return err
 	}
 	return readErr
@@ -85,7 +90,7 @@ func Dmesg(o DmesgOptions, ev Events) error {
 
 // writeLog creates the log file, refusing to clobber one that appeared
 // since the check unless force, and writes recs to it.
-func writeLog(path string, force bool, recs []kernel.Record) error {
+func writeLog(path string, force bool, recs []kernel.Record, format kernel.FormatOptions) error {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -97,8 +102,7 @@ func writeLog(path string, force bool, recs []kernel.Record) error {
 	if err != nil {
 		return fmt.Errorf("can't open the log file: %w", err)
 	}
-	// makedumpfile 1.7.2 prints no caller id.
-	if err := kernel.FormatLog(f, recs, kernel.FormatOptions{}); err != nil {
+	if err := kernel.FormatLog(f, recs, format); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -87,6 +87,13 @@ type Options struct {
 	// ZeroUnreadable stores a page of the vmcore that cannot be read as
 	// zeros, counts it (Result.Copy.Unreadable) and goes on.
 	ZeroUnreadable bool
+	// WorkDir and CyclicBufferKiB are makedumpfile's --work-dir (set or
+	// not) and --cyclic-buffer: pagepipe keeps its bitmaps in memory
+	// regardless, but they decide, as in makedumpfile, whether the bitmaps
+	// are built in one cycle, and so whether a PT_LOAD's partial last page
+	// is present (filter.Cycle).
+	WorkDir         bool
+	CyclicBufferKiB int
 	// Program names the program in the messages makedumpfile words with
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string

@@ -45,9 +45,7 @@ func (j *job) splitLayout() (layout, error) {
 	if err := distinctFiles(append([]string{j.o.Input}, o.Paths...)); err != nil {
 		return nil, err
 	}
-	m := *meta
-	m.Present = splitPresent(j.in.vmcore, m.Present)
-	return &splitFiles{meta: &m, bounds: bounds}, nil
+	return &splitFiles{meta: meta, bounds: bounds}, nil
 }
 
 // splitFiles is a split dump before its files exist.

@@ -155,6 +155,14 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns iter.Seq[uin
 	if err != nil {
 		return err
 	}
+	if m, ok := j.in.mem.(interface{ MapStats() *source.MapStats }); ok && j.useMmap() {
+		s := m.MapStats()
+		j.ev.Notef(Debug, "mmap: %d windows mapped, %d failed and read instead", s.Windows.Load(), s.Failed.Load())
+		if err := s.FirstError(); err != nil {
+			j.ev.Notef(Debug, " (first: %v)", err)
+		}
+		j.ev.Notef(Debug, "\n")
+	}
 	if n := j.res.Copy.Unreadable; n > 0 {
 		j.ev.Notef(Common, "WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)
 	}
@@ -165,7 +173,7 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns iter.Seq[uin
 // pipelineConfig is a pass over pfns of the input with the dump's workers
 // and reader.
 func (j *job) pipelineConfig(pfns iter.Seq[uint64], total uint64, w pipeline.Writer, progress func(uint64)) pipeline.Config {
-	useMmap := j.o.Mmap == MmapOn || j.o.Mmap == MmapAuto && source.PreferMmap(j.o.Input)
+	useMmap := j.useMmap()
 	return pipeline.Config{
 		Workers: j.o.Workers,
 		NewReader: func() pipeline.PageReader {
@@ -176,6 +184,13 @@ func (j *job) pipelineConfig(pfns iter.Seq[uint64], total uint64, w pipeline.Wri
 		Writer:   w,
 		Progress: progress,
 	}
+}
+
+// useMmap decides how pages are read: mmap windows for /proc/vmcore or
+// when asked (--map-size), pread (with read-ahead) for other files, and
+// always pread with MmapOff (--non-mmap).
+func (j *job) useMmap() bool {
+	return j.o.Mmap == MmapOn || j.o.Mmap == MmapAuto && source.PreferMmap(j.o.Input)
 }
 
 // targets are the files (or the stream) a dump is written to.

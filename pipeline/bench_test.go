@@ -87,7 +87,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1)
+	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

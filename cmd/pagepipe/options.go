@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -48,7 +49,28 @@ type options struct {
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
+	dmesgFormat    string // --dmesg-format: "1.7.5" (caller id column) or "1.7.2"
 	args           []string
+}
+
+// The --dump-dmesg formats, named after the makedumpfile release that
+// writes them: 1.7.5 added a caller-id column ("[    0.000000] [      T0]
+// Linux version …") for kernels that export printk_info.caller_id (every
+// 5.10+ kernel), which Debian 13, sid, Fedora and RHEL ship; Debian 12's
+// kdump-tools still runs 1.7.2. The default can be set in the environment
+// (for instance exported from /etc/default/kdump-tools), since distribution
+// scripts call --dump-dmesg with no options of their own.
+const (
+	dmesgCallerID  = "1.7.5"
+	dmesgClassic   = "1.7.2"
+	dmesgFormatEnv = "PAGEPIPE_DMESG_FORMAT"
+)
+
+func dmesgFormatDefault() string {
+	if f := os.Getenv(dmesgFormatEnv); f != "" {
+		return f
+	}
+	return dmesgCallerID
 }
 
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
@@ -147,6 +169,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
 	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
@@ -239,6 +262,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.threads < 0 {
 		return o, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
 	}
+	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
+		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
+	}
 	if o.debug {
 		o.msgLevel |= 8
 	}
@@ -269,13 +295,15 @@ func (o *options) outName() string {
 // flattened stream (-F).
 func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 	d := dump.Options{
-		VMCOREINFOFile: o.vmcoreinfo,
-		Levels:         o.levels,
-		Codec:          o.compress,
-		Workers:        o.threads,
-		MapSize:        o.mapSizeKiB << 10,
-		ZeroUnreadable: o.zeroUnreadable,
-		Program:        progName,
+		VMCOREINFOFile:  o.vmcoreinfo,
+		Levels:          o.levels,
+		Codec:           o.compress,
+		Workers:         o.threads,
+		MapSize:         o.mapSizeKiB << 10,
+		ZeroUnreadable:  o.zeroUnreadable,
+		WorkDir:         o.workDir != "",
+		CyclicBufferKiB: o.cyclicBufferKB,
+		Program:         progName,
 		Out: dump.Output{
 			Force:         o.force,
 			DryRun:        o.dryRun,
