@@ -160,7 +160,8 @@ type Result struct {
 	Pages Counts
 	// ELF is set for an ELF dump: its two extra report lines.
 	ELF *ELFCounts
-	// Written is the bytes of output (every file of a split dump).
+	// Written is the bytes of output (every file of a split dump), also
+	// when the dump stopped early (with an IncompleteError).
 	Written uint64
 	// Filter and Copy are the two passes' statistics; the copy pass's
 	// counts are its last run's (an ELF dump's zero scan is not in them).

@@ -213,7 +213,7 @@ func TestRunIncomplete(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "dump")
 	o := Options{Input: vmcore, Levels: []Level{0}, Out: Output{Paths: []string{out}, SizeLimit: 6 << 20}}
 	ev := &notes{}
-	_, err := Run(context.Background(), o, ev)
+	res, err := Run(context.Background(), o, ev)
 	var ie *IncompleteError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrIncomplete) || !errors.Is(err, ErrOutputFull) {
 		t.Fatalf("Run: %v, want an incomplete dump for a full output", err)
@@ -230,11 +230,14 @@ func TestRunIncomplete(t *testing.T) {
 	if n := checkDump(t, out, s); n == 0 || n >= s.DataBytes()/source.PageSize {
 		t.Errorf("the cut dump holds %d pages", n)
 	}
+	if !near(res.Written, size(t, out)) {
+		t.Errorf("Written %d, the cut file has %d bytes", res.Written, size(t, out))
+	}
 
 	// Level 0 does not fit in 6 MiB; level 1 leaves the zero pages out.
 	o.Levels = []Level{0, 1}
 	o.Out.Force = true
-	res, ev := run(t, o)
+	res, ev = run(t, o)
 	if res.Level != 1 || !bytes.Contains([]byte(ev.String()), []byte("Retry to create a dumpfile by dump_level(1).\n")) {
 		t.Errorf("level %d; messages:\n%s", res.Level, ev.String())
 	}

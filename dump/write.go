@@ -89,7 +89,9 @@ func (j *job) write(ctx context.Context) (Result, error) {
 		err = t.named(s.Close())
 	}
 	if err != nil {
-		return j.res, j.stop(s, t, err)
+		err = j.stop(s, t, err)
+		j.res.Written = s.Written()
+		return j.res, err
 	}
 	if err := t.finish(); err != nil {
 		return j.res, err
