@@ -22,8 +22,6 @@ import (
 	"golang.org/x/term"
 )
 
-const version = "0.1.0"
-
 // progName ends the final message line ("makedumpfile Completed." when
 // pagepipe is installed as makedumpfile, as scripts may look for it).
 var progName = "pagepipe"
