@@ -39,10 +39,10 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pipeline/ ./codec/
 
-# pagepipe against makedumpfile on the real fixture, both on one CPU, median
-# of 5 runs (docs/benchmarks.md).
+# pagepipe against sid's makedumpfile 1.7.8 on a real 4 GiB fixture, both on
+# one CPU, medians of 5 alternating runs (docs/benchmarks.md).
 bench-compare: build deps
-	bench/compare.sh "$$(fixtures/make-vmcore.sh | tail -n 1)/vmcore" 5
+	bench/compare.sh "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore" 5
 
 # The page scan on a generated 64 GiB machine against makedumpfile's.
 bench-filter: build deps

@@ -42,7 +42,7 @@ func BenchmarkCopyPass(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v, filter.ExcludeZero, nil, 1)
+	plan, err := filter.NewPlan(context.Background(), v, filter.ExcludeZero, nil, 1, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1)
+	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,11 @@ type Memory interface {
 	// Pfns returns one past the highest pfn of the machine.
 	Pfns() uint64
 	// Bitmaps returns the 1st bitmap (pfns present) and the 2nd as far as
-	// the input decides it (pfns with data), cut at maxMapnr.
-	Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap)
+	// the input decides it (pfns with data), cut at maxMapnr. countPartial
+	// says whether a PT_LOAD's partial last page is present (makedumpfile's
+	// one-cycle builder) or not (its cyclic one); a dump's bitmaps are
+	// what they are.
+	Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap)
 	// ReadPhys reads physical memory; what the input does not hold reads
 	// as zeros. Safe for concurrent use.
 	ReadPhys(paddr uint64, p []byte) error

@@ -10,6 +10,26 @@ import (
 	"pagepipe/source"
 )
 
+// The --dump-dmesg formats, named after the makedumpfile release that
+// writes them: 1.7.5 added a caller-id column ("[    0.000000] [      T0]
+// Linux version …") for kernels that export printk_info.caller_id (every
+// 5.10+ kernel), which Debian 13, sid, Fedora and RHEL ship; Debian 12's
+// kdump-tools still runs 1.7.2. The default can be set in the environment
+// (for instance exported from /etc/default/kdump-tools), since distribution
+// scripts call --dump-dmesg with no options of their own.
+const (
+	dmesgCallerID  = "1.7.5"
+	dmesgClassic   = "1.7.2"
+	dmesgFormatEnv = "PAGEPIPE_DMESG_FORMAT"
+)
+
+func dmesgFormatDefault() string {
+	if f := os.Getenv(dmesgFormatEnv); f != "" {
+		return f
+	}
+	return dmesgCallerID
+}
+
 // dumpDmesg writes the crashed kernel's log (VMCORE = o.args[0]) to
 // LOGFILE (o.args[1]) in makedumpfile's --dump-dmesg format; with
 // --partial-dmesg, only what was logged after the last dmesg -c.
@@ -56,13 +76,14 @@ func dumpDmesg(o *options, c *console, stdout io.Writer) error {
 	if readErr != nil && len(recs) == 0 {
 		return readErr
 	}
+	format := kernel.FormatOptions{CallerID: o.dmesgFormat == dmesgCallerID}
 	if o.flatten {
-		if err := kernel.FormatLog(stdout, recs, kernel.FormatOptions{}); err != nil {
+		if err := kernel.FormatLog(stdout, recs, format); err != nil {
 			return fmt.Errorf("write the log to stdout: %w", err)
 		}
 		return readErr
 	}
-	if err := writeLog(logfile, o.force, recs); err != nil {
+	if err := writeLog(logfile, o.force, recs, format); err != nil {
 		return err
 	}
 	return readErr
@@ -70,7 +91,7 @@ func dumpDmesg(o *options, c *console, stdout io.Writer) error {
 
 // writeLog creates the log file, refusing to clobber one that appeared
 // since the check unless force, and writes recs to it.
-func writeLog(path string, force bool, recs []kernel.Record) error {
+func writeLog(path string, force bool, recs []kernel.Record, format kernel.FormatOptions) error {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -82,8 +103,7 @@ func writeLog(path string, force bool, recs []kernel.Record) error {
 	if err != nil {
 		return fmt.Errorf("can't open the log file: %w", err)
 	}
-	// makedumpfile 1.7.2 prints no caller id.
-	if err := kernel.FormatLog(f, recs, kernel.FormatOptions{}); err != nil {
+	if err := kernel.FormatLog(f, recs, format); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

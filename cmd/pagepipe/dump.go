@@ -138,7 +138,7 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 		}
 	}
 	scanStart := time.Now()
-	if j.plan, err = filter.NewPlan(ctx, v, level, kern, o.threads); err != nil {
+	if j.plan, err = filter.NewPlan(ctx, v, level, kern, o.threads, j.countPartial(v.Pfns())); err != nil {
 		return err
 	}
 	// makedumpfile's first two progress lines, for the 1st bitmap (memory
@@ -186,6 +186,24 @@ func (j *dumpJob) prepare(ctx context.Context) (err error) {
 	return nil
 }
 
+// countPartial decides, as makedumpfile would on this machine with this
+// command line, whether the 1st bitmap counts a PT_LOAD's partial last
+// page (filter.Cycle).
+func (j *dumpJob) countPartial(maxMapnr uint64) bool {
+	o := j.opts
+	c := filter.Cycle{WorkDir: o.workDir != "", CyclicBufferKiB: o.cyclicBufferKB, Dumpfiles: 1}
+	if o.split {
+		c.Dumpfiles = len(o.args) - 1
+	}
+	var err error
+	if c.MemFree, err = filter.MemFree(); err != nil {
+		j.con.debug("%v: taking the bitmaps as built in cycles\n", err)
+	}
+	one := c.OneCycle(maxMapnr)
+	j.con.debug("bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
+	return one
+}
+
 // copyPass runs the pipeline over the dumpable pages into w, with the
 // progress line and the STEP timing.
 func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
@@ -208,6 +226,14 @@ func (j *dumpJob) copyPass(ctx context.Context, w pipeline.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	if m, ok := j.mem.(interface{ MapStats() *source.MapStats }); ok && j.useMmap() {
+		s := m.MapStats()
+		j.con.debug("mmap: %d windows mapped, %d failed and read instead", s.Windows.Load(), s.Failed.Load())
+		if err := s.FirstError(); err != nil {
+			j.con.debug(" (first: %v)", err)
+		}
+		j.con.debug("\n")
 	}
 	if n := j.stats.Unreadable; n > 0 {
 		j.con.msg("WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)

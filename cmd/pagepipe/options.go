@@ -49,6 +49,7 @@ type options struct {
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
+	dmesgFormat    string // --dmesg-format: "1.7.5" (caller id column) or "1.7.2"
 	args           []string
 }
 
@@ -148,6 +149,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
 	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
@@ -239,6 +241,9 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.threads < 0 {
 		return o, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
+	}
+	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
+		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
 	}
 	if o.debug {
 		o.msgLevel |= 8

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"pagepipe/bitmap"
 	"pagepipe/sink"
-	"pagepipe/source"
 )
 
 // writeSplit writes the dump split over outs (--split): the pfn ranges
@@ -76,7 +74,6 @@ func (j *dumpJob) writeSplit(ctx context.Context, outs []string) error {
 		outputs[i] = f
 	}
 	m := *j.meta
-	m.Present = splitPresent(j.mem, m.Present)
 	named := func(err error) error {
 		var pe *sink.PartError
 		if errors.As(err, &pe) {
@@ -134,40 +131,6 @@ func (j *dumpJob) abortSplit(s *sink.Split, outs []string, err error) error {
 		return fmt.Errorf("%w: %w: %v", errIncomplete, errNoSpace, err)
 	}
 	return fmt.Errorf("%w: %v", errIncomplete, err)
-}
-
-// splitPresent returns the 1st bitmap as makedumpfile 1.7.2 writes it in
-// split files. Its split path always builds that bitmap from the memory
-// holes, which ends each PT_LOAD at its last whole page, while an unsplit
-// dump's bitmap also holds a segment's partial last page when the highest
-// segment end is page aligned (see source.Info.Bitmaps). Real vmcores
-// have page-aligned segments, where the two agree.
-func splitPresent(mem source.Memory, present *bitmap.Bitmap) *bitmap.Bitmap {
-	v, ok := mem.(*source.Vmcore)
-	if !ok {
-		return present // a dump being refiltered keeps its bitmaps
-	}
-	whole := func(pfn uint64) bool {
-		for _, l := range v.Loads {
-			if l.Paddr/source.PageSize <= pfn && pfn < (l.Paddr+l.MemSize)/source.PageSize {
-				return true
-			}
-		}
-		return false
-	}
-	out := present
-	for _, l := range v.Loads {
-		end := l.Paddr + l.MemSize
-		pfn := end / source.PageSize
-		if end%source.PageSize == 0 || pfn >= present.Len() || !out.Test(pfn) || whole(pfn) {
-			continue
-		}
-		if out == present {
-			out = present.Clone()
-		}
-		out.Clear(pfn)
-	}
-	return out
 }
 
 // distinctFiles refuses a command line that names one file twice among
