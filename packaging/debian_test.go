@@ -285,7 +285,7 @@ func debFile(t *testing.T, deb, path string) []byte {
 
 // TestDebianSystem installs both packages into a minimal Debian 12 beside
 // kdump-tools and makedumpfile and checks, step by step:
-//   - dpkg -i diverts makedumpfile: /usr/bin/makedumpfile is pagepipe (as
+//   - apt-get install of the two files diverts makedumpfile: /usr/bin/makedumpfile is pagepipe (as
 //     kdump-config's PATH finds it, and -v says so), Debian's program and
 //     manual page are byte for byte at makedumpfile.distrib;
 //   - reinstalling makedumpfile or pagepipe-as-makedumpfile changes
@@ -337,11 +337,14 @@ func TestDebianSystem(t *testing.T) {
 	s.must(t, "apt-get install kdump-tools makedumpfile", "apt-get install -y -q --no-download kdump-tools makedumpfile")
 	f.check(t, "with Debian's makedumpfile", s.names(t), want{debian: true})
 
-	r := s.must(t, "dpkg -i pagepipe pagepipe-as-makedumpfile", "dpkg -i "+debsIn)
+	// As docs/packaging.md says to install them: apt, given the files.
+	// (Not --no-download: apt takes local files in through its download
+	// step. They depend on nothing to download.)
+	r := s.must(t, "apt-get install pagepipe pagepipe-as-makedumpfile", "apt-get install -y -q "+debsIn)
 	if !strings.Contains(r.stdout, "Adding '"+ourDiversions[0]+"'") {
-		t.Errorf("dpkg -i did not say it diverted makedumpfile:\n%s", r.stdout)
+		t.Errorf("apt-get install did not say it diverted makedumpfile:\n%s", r.stdout)
 	}
-	f.check(t, "after dpkg -i", s.names(t), want{diverted: true, debian: true})
+	f.check(t, "after installing pagepipe-as-makedumpfile", s.names(t), want{diverted: true, debian: true})
 
 	s.must(t, "apt-get install --reinstall makedumpfile", "apt-get install -y -q --no-download --reinstall makedumpfile")
 	f.check(t, "after reinstalling makedumpfile", s.names(t), want{diverted: true, debian: true})
@@ -351,8 +354,8 @@ func TestDebianSystem(t *testing.T) {
 	t.Run("kdump initrd", func(t *testing.T) { kdumpInitrd(t, s, info["kernel"], f.pagepipeBin) })
 	t.Run("savecore", func(t *testing.T) { savecore(t, s, vmcore, filepath.Join(extract(t, ours), "usr/bin/pagepipe")) })
 
-	s.must(t, "dpkg -r pagepipe-as-makedumpfile", "dpkg -r pagepipe-as-makedumpfile")
-	f.check(t, "after dpkg -r pagepipe-as-makedumpfile", s.names(t), want{debian: true})
+	s.must(t, "apt-get remove pagepipe-as-makedumpfile", "apt-get remove -y -q pagepipe-as-makedumpfile")
+	f.check(t, "after removing pagepipe-as-makedumpfile", s.names(t), want{debian: true})
 
 	// A package that owns one of pagepipe-as-makedumpfile's files makes its
 	// unpacking fail after preinst diverted makedumpfile.

@@ -420,7 +420,7 @@ func TestDebLintian(t *testing.T) {
 		files = append(files, p)
 	}
 	slices.Sort(files)
-	cmd := exec.Command("lintian", append([]string{"--info", "--display-experimental", "--pedantic", "--no-tag-display-limit",
+	cmd := exec.Command("lintian", append([]string{"--display-info", "--display-experimental", "--pedantic", "--tag-display-limit", "0",
 		"--fail-on", "error,warning,info,pedantic,experimental"}, files...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
