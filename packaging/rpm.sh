@@ -58,8 +58,11 @@ for arch in "${arches[@]}"; do
 	pp_build "$arch" "$src/pagepipe"
 	install -m 0644 "$repo_root/docs/pagepipe.8" "$src/pagepipe.8"
 	install -m 0644 "$repo_root/packaging/debian/copyright" "$src/copyright"
-	# The packages' times are SOURCE_DATE_EPOCH's, not the build's.
-	rpmbuild -bb --quiet --target "$target" \
+	# The packages' times are SOURCE_DATE_EPOCH's, not the build's. No
+	# post-install scripts: the binary is stripped and the manual page
+	# compressed already, and this machine's (Debian's rpm) would run its
+	# own strip over a foreign architecture's binary.
+	rpmbuild -bb --quiet --target "$target" --define "__os_install_post %{nil}" \
 		--define "_topdir $work/$arch" --define "_sourcedir $src" --define "_rpmdir $work/$arch/RPMS" \
 		--define "pp_version $version" \
 		--define "use_source_date_epoch_as_buildtime 1" --define "clamp_mtime_to_source_date_epoch 1" \
