@@ -21,8 +21,9 @@ import (
 )
 
 var (
-	bin     string // the pagepipe binary under test
-	workDir string // dumps shared by the tests of this run
+	bin      string // the pagepipe binary under test
+	benchBin string // cmd/pagepipe-bench, built beside it (its --pagepipe default)
+	workDir  string // dumps shared by the tests of this run
 )
 
 func TestMain(m *testing.M) {
@@ -38,12 +39,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(workDir, "pagepipe")
-	build := exec.Command("go", "build", "-o", bin, "pagepipe/cmd/pagepipe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pagepipe: %v\n%s", err, out)
-		os.Exit(1)
+	bin, benchBin = filepath.Join(workDir, "pagepipe"), filepath.Join(workDir, "pagepipe-bench")
+	for _, b := range []struct{ out, pkg string }{{bin, "pagepipe/cmd/pagepipe"}, {benchBin, "pagepipe/cmd/pagepipe-bench"}} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(workDir)
