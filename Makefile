@@ -99,5 +99,19 @@ install: build
 		echo "installed $(DESTDIR)$(PREFIX)/bin/makedumpfile -> pagepipe"; \
 	fi
 
+# pagepipe's Debian packages (docs/packaging.md): pagepipe for each of
+# PKG_ARCHES, cross-built, and pagepipe-as-makedumpfile (Architecture: all),
+# into DEB_OUT; and the same two as RPMs (packaging/pagepipe.spec) into
+# RPM_OUT.
+PKG_ARCHES ?= amd64 arm64
+DEB_OUT    ?= bin/deb
+RPM_OUT    ?= bin/rpm
+.PHONY: deb rpm
+deb:
+	packaging/deb.sh --out $(DEB_OUT) $(PKG_ARCHES)
+
+rpm:
+	packaging/rpm.sh --out $(RPM_OUT) $(PKG_ARCHES)
+
 clean:
 	rm -rf bin

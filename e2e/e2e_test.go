@@ -19,7 +19,6 @@ import (
 
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
-	"pagepipe/source"
 )
 
 var (
@@ -145,37 +144,12 @@ func readFile(t *testing.T, path string) []byte {
 // page as the vmcore has it.
 func expectedPages(t *testing.T, vmcore, reference string) judge.Pages {
 	t.Helper()
-	v, err := source.Open(vmcore)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	d, err := source.OpenDump(reference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	r := v.NewReader(source.DefaultMapSize, true)
-	defer r.Close()
-	want := judge.Pages{}
-	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
-		page, err := r.Page(pfn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[pfn] = judge.Hash(page)
-	}
-	return want
+	return judge.ExpectedPages(t, vmcore, reference)
 }
 
 func allPFNs(t *testing.T, dump string) []judge.Range {
 	t.Helper()
-	d, err := source.OpenDump(dump)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	return []judge.Range{{Lo: 0, Hi: d.MaxMapnr}}
+	return judge.AllPFNs(t, dump)
 }
 
 // equalFiles fails the test unless the two files have the same bytes; it

@@ -2,8 +2,11 @@
 # Installs the Debian packages pagepipe's tests use, when they are missing:
 # the real peers that judge its dumps (makedumpfile, crash, libkdumpfile,
 # drgn), liblzo2 for the LZO cross-checks, what the real-kernel fixture
-# maker boots (QEMU, Debian's kernel, busybox), and Debian's kdump-tools,
-# whose kdump-config e2e/distro_test.go runs against the fixture.
+# maker boots (QEMU, Debian's kernel, busybox), Debian's kdump-tools,
+# whose kdump-config e2e/distro_test.go runs against the fixture, and what
+# packaging/ builds and checks pagepipe's packages with: debootstrap (the
+# minimal Debian system they are installed into), lintian, and rpm (for
+# rpmbuild).
 set -euo pipefail
 
 pkgs=(
@@ -11,6 +14,7 @@ pkgs=(
 	liblzo2-dev zlib1g-dev libsnappy-dev libzstd-dev gcc
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 	kdump-tools
+	debootstrap lintian rpm
 )
 missing=()
 for p in "${pkgs[@]}"; do

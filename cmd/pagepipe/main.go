@@ -27,8 +27,6 @@ import (
 	"pagepipe/internal/cpuset"
 )
 
-const version = "0.1.0"
-
 // progName ends the final message line ("makedumpfile Completed." when
 // pagepipe is installed as makedumpfile, as scripts may look for it).
 var progName = "pagepipe"
