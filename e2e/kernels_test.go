@@ -119,7 +119,10 @@ func sidOptions() fixture.Options {
 	return fixture.Options{Suite: "sid", Cmdline: "no_timer_check"}
 }
 
-// kept is the set of pfns a kdump file holds.
+// kept is the set of pfns whose data a kdump file holds: the dumpable
+// bitmap less the pages stored as the shared zero page (-d 1 keeps their
+// bits; their descriptors all point at one zero page, the only data that
+// more than one descriptor shares).
 func kept(t *testing.T, dump string) *bitmap.Bitmap {
 	t.Helper()
 	d, err := source.OpenDump(dump)
@@ -127,7 +130,27 @@ func kept(t *testing.T, dump string) *bitmap.Bitmap {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	return d.Dumpable
+	users := map[int64][]uint64{}
+	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
+		pd, err := d.Desc(pfn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users[pd.Offset] = append(users[pd.Offset], pfn)
+	}
+	k := bitmap.New(d.MaxMapnr)
+	shared := 0
+	for _, pfns := range users {
+		if len(pfns) > 1 {
+			shared++
+			continue
+		}
+		k.Set(pfns[0])
+	}
+	if shared > 1 {
+		t.Fatalf("%s: %d page data shared by several descriptors, want at most the zero page", dump, shared)
+	}
+	return k
 }
 
 // hexCount parses a report count such as 0x000000000000956c.
@@ -141,16 +164,17 @@ func hexCount(t *testing.T, c map[string]string, k string) uint64 {
 }
 
 // On sid's kernel, every page pagepipe keeps or drops is accounted for:
-//   - -d 0 keeps every RAM page; -d 1 drops exactly the pages whose bytes
-//     in the vmcore are all zero, and counts them as "Pages filled with
-//     zero";
+//   - -d 0 keeps every RAM page; -d 1 stores as the zero page exactly
+//     the pages whose bytes in the vmcore are all zero, and counts them as
+//     "Pages filled with zero";
 //   - each struct-page class bit (2, 4, 8, 16) alone drops a set of pages
-//     as large as its count, and the sets are disjoint (a page has one
-//     class);
+//     as large as the sum of its class counts; 4's (all page cache)
+//     holds 2's (page cache without private data), and 4's, 8's and 16's
+//     are disjoint (a page has one class);
 //   - at the combined levels (31, 11, 27) the kept set is the intersection
-//     of the single bits' kept sets, each class count is its bit's alone
-//     (the classification does not depend on the level), and the zero
-//     count is the zero pages among what the class bits keep.
+//     of the single bits' kept sets, each class count is the largest its
+//     bits give alone (the classification does not depend on the level),
+//     and the zero count is the zero pages among what the class bits keep.
 //
 // What this cannot tell is whether a class is the right one for a page: no
 // makedumpfile reads 7.1+ struct pages right, and the readers below check
@@ -193,36 +217,50 @@ func TestSidClassesExplained(t *testing.T) {
 		t.Errorf("-d 1: %d zero pages counted, the vmcore has %d", got, nzero)
 	}
 
-	classes := []struct {
-		bit   uint
-		label string
-	}{{2, "Non-private cache pages"}, {4, "Private cache pages"}, {8, "User process data pages"}, {16, "Free pages"}}
+	labels := []string{"Non-private cache pages", "Private cache pages", "User process data pages", "Free pages"}
+	bits := []uint{2, 4, 8, 16}
 	single := map[uint]*bitmap.Bitmap{}
+	classCount := map[uint]map[string]uint64{}
 	dropped := map[uint]uint64{}
 	owner := make([]uint, n)
-	for _, c := range classes {
-		level := strconv.Itoa(int(c.bit))
+	for _, bit := range bits {
+		level := strconv.Itoa(int(bit))
 		k := kept(t, dump(t, "pagepipe", vmcore, "-d", level))
-		cnt := hexCount(t, counts(t, report("pagepipe", vmcore, "-d", level)), c.label)
+		c := counts(t, report("pagepipe", vmcore, "-d", level))
+		classCount[bit] = map[string]uint64{}
+		var sum uint64
+		for _, l := range labels {
+			classCount[bit][l] = hexCount(t, c, l)
+			sum += classCount[bit][l]
+		}
 		for pfn := uint64(0); pfn < n; pfn++ {
 			if k.Test(pfn) && !all.Test(pfn) {
 				t.Fatalf("-d %s keeps pfn %#x, not in RAM", level, pfn)
 			}
-			if all.Test(pfn) && !k.Test(pfn) {
-				dropped[c.bit]++
-				if owner[pfn] != 0 {
-					t.Fatalf("pfn %#x dropped by both -d %d and -d %d", pfn, owner[pfn], c.bit)
-				}
-				owner[pfn] = c.bit
+			if !all.Test(pfn) || k.Test(pfn) {
+				continue
 			}
+			dropped[bit]++
+			if bit == 2 {
+				continue // checked against 4 below
+			}
+			if owner[pfn] != 0 {
+				t.Fatalf("pfn %#x dropped by both -d %d and -d %d", pfn, owner[pfn], bit)
+			}
+			owner[pfn] = bit
 		}
-		if cnt != dropped[c.bit] {
-			t.Errorf("-d %s drops %d pages, counts %d %s", level, dropped[c.bit], cnt, c.label)
+		if sum != dropped[bit] {
+			t.Errorf("-d %s drops %d pages, counts %v", level, dropped[bit], classCount[bit])
 		}
-		single[c.bit] = k
+		single[bit] = k
 	}
-	if dropped[16] == 0 || dropped[2] == 0 || dropped[8] == 0 {
-		t.Errorf("a 1 GiB guest full of page cache and anonymous memory, with free memory, dropped %v", dropped)
+	for pfn := uint64(0); pfn < n; pfn++ {
+		if all.Test(pfn) && !single[2].Test(pfn) && single[4].Test(pfn) {
+			t.Fatalf("pfn %#x dropped by -d 2 (page cache without private data) but kept by -d 4 (all page cache)", pfn)
+		}
+	}
+	if dropped[16] == 0 || dropped[2] == 0 || dropped[8] == 0 || dropped[4] <= dropped[2] {
+		t.Errorf("a 1 GiB guest full of page cache, some with buffers, and anonymous memory, with free memory, dropped %v", dropped)
 	}
 
 	for _, level := range []uint{31, 11, 27} {
@@ -233,8 +271,8 @@ func TestSidClassesExplained(t *testing.T) {
 			var nz uint64
 			for pfn := uint64(0); pfn < n; pfn++ {
 				byClass := all.Test(pfn)
-				for _, cl := range classes {
-					if level&cl.bit != 0 && !single[cl.bit].Test(pfn) {
+				for _, bit := range bits {
+					if level&bit != 0 && !single[bit].Test(pfn) {
 						byClass = false
 					}
 				}
@@ -246,13 +284,15 @@ func TestSidClassesExplained(t *testing.T) {
 					t.Fatalf("pfn %#x kept %v, want %v", pfn, k.Test(pfn), want)
 				}
 			}
-			for _, cl := range classes {
+			for _, l := range labels {
 				want := uint64(0)
-				if level&cl.bit != 0 {
-					want = dropped[cl.bit]
+				for _, bit := range bits {
+					if level&bit != 0 {
+						want = max(want, classCount[bit][l])
+					}
 				}
-				if got := hexCount(t, c, cl.label); got != want {
-					t.Errorf("%s %d, want %d", cl.label, got, want)
+				if got := hexCount(t, c, l); got != want {
+					t.Errorf("%s %d, want %d", l, got, want)
 				}
 			}
 			if got := hexCount(t, c, "Pages filled with zero"); got != nz {
@@ -299,10 +339,17 @@ func TestSidDmesgHasTheConsole(t *testing.T) {
 	if o, err := execOut(bin, "--dump-dmesg", vmcore, out); err != nil {
 		t.Fatalf("pagepipe --dump-dmesg: %v\n%s", err, o)
 	}
+	// A record of several lines: the console prints each with the
+	// record's timestamp, --dump-dmesg indents the later ones by the
+	// prefix's width.
 	var log [][2]string
+	indent := ""
 	for _, l := range strings.Split(string(readFile(t, out)), "\n") {
 		if m := dmesgLine.FindStringSubmatch(l); m != nil {
 			log = append(log, [2]string{m[1], m[2]})
+			indent = strings.Repeat(" ", len(l)-len(m[2]))
+		} else if len(log) > 0 && strings.HasPrefix(l, indent) {
+			log = append(log, [2]string{log[len(log)-1][0], l[len(indent):]})
 		}
 	}
 	serial := filepath.Join(fixture.Real(t, opt).Dir, "serial.log")
