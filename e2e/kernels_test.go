@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -43,9 +44,12 @@ var kernelLevels = []string{"1", "2", "4", "8", "16", "31", "11", "27"}
 // newKernel returns the fixture of opt and fails unless its kernel is the
 // release wanted (so that a fixture script falling back to the host's
 // kernel cannot pass) and its page tables have the number of levels wanted.
+// The dumps the test makes of it are deleted when it ends: each is up to
+// 1 GiB in the work directory, which is in memory.
 func newKernel(t *testing.T, opt fixture.Options, release string, la57 bool) string {
 	t.Helper()
 	vmcore := fixture.Real(t, opt).Vmcore
+	t.Cleanup(func() { forgetDumps(vmcore) })
 	v, err := source.Open(vmcore)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +68,22 @@ func newKernel(t *testing.T, opt fixture.Options, release string, la57 bool) str
 		t.Fatalf("fixture %+v: NUMBER(pgtable_l5_enabled)=%q, want 5-level paging %v", opt, l5, la57)
 	}
 	return vmcore
+}
+
+// forgetDumps deletes the dumps of vmcore that dump made, and their reports.
+func forgetDumps(vmcore string) {
+	dumps.Lock()
+	defer dumps.Unlock()
+	for k, v := range dumps.m {
+		switch {
+		case strings.HasSuffix(k, " "+vmcore):
+			os.Remove(v)
+		case strings.HasSuffix(k, " "+vmcore+" report"):
+		default:
+			continue
+		}
+		delete(dumps.m, k)
+	}
 }
 
 // Debian 13's 6.12: pagepipe's uncompressed dumps are byte-identical to
