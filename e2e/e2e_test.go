@@ -82,6 +82,7 @@ func realVmcore(t *testing.T) fixture.Paths {
 var dumps = struct {
 	sync.Mutex
 	m map[string]string
+	n int // dumps made: names stay unique when forgetDumps deletes some
 }{m: map[string]string{}}
 
 // dump runs prog ("pagepipe" or "makedumpfile") with args on vmcore once
@@ -94,7 +95,8 @@ func dump(t *testing.T, prog, vmcore string, args ...string) string {
 	if p, ok := dumps.m[key]; ok {
 		return p
 	}
-	out := filepath.Join(workDir, fmt.Sprintf("dump-%d", len(dumps.m)))
+	dumps.n++
+	out := filepath.Join(workDir, fmt.Sprintf("dump-%d", dumps.n))
 	path := prog
 	if prog == "pagepipe" {
 		path = bin

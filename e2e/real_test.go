@@ -24,13 +24,21 @@ var levels = []string{"0", "1", "2", "4", "8", "16", "31", "3", "11", "19", "27"
 // ("Original pages" above "Total pages", a negative "Memory Hole");
 // pagepipe's counts must add up instead.
 func TestRealLevelsMatchMakedumpfile(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
+	levelsMatch(t, realVmcore(t).Vmcore, "makedumpfile", levels)
+}
+
+// levelsMatch checks, at each dump level, that pagepipe's uncompressed dump
+// of vmcore is byte-identical to the makedumpfile peer's (a program name or
+// path), that the reports' counts per class agree, and that pagepipe's
+// counts add up.
+func levelsMatch(t *testing.T, vmcore, peer string, levels []string) {
+	t.Helper()
 	for _, level := range levels {
 		t.Run("d"+level, func(t *testing.T) {
 			ours := dump(t, "pagepipe", vmcore, "-d", level)
-			theirs := dump(t, "makedumpfile", vmcore, "-d", level)
+			theirs := dump(t, peer, vmcore, "-d", level)
 			equalFiles(t, ours, theirs)
-			a, b := counts(t, report("pagepipe", vmcore, "-d", level)), counts(t, report("makedumpfile", vmcore, "-d", level))
+			a, b := counts(t, report("pagepipe", vmcore, "-d", level)), counts(t, report(peer, vmcore, "-d", level))
 			for _, k := range []string{"Excluded pages", "Pages filled with zero", "Non-private cache pages",
 				"Private cache pages", "User process data pages", "Free pages", "Hwpoison pages",
 				"Offline pages", "Total pages", "Write bytes"} {
@@ -59,11 +67,18 @@ func TestRealLevelsMatchMakedumpfile(t *testing.T) {
 // equal to the vmcore, and find exactly the pages makedumpfile's dump of
 // the same level holds.
 func TestRealReadersReadEveryPage(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
-	for _, args := range [][]string{{"-c", "-d", "1"}, {"-c", "-d", "31"}} {
+	readersReadEveryPage(t, realVmcore(t).Vmcore, "makedumpfile", [][]string{{"-c", "-d", "1"}, {"-c", "-d", "31"}})
+}
+
+// readersReadEveryPage checks, for each argument list, that libkdumpfile
+// and drgn read every page of pagepipe's dump of vmcore equal to the
+// vmcore, and find exactly the pages the makedumpfile peer's dump holds.
+func readersReadEveryPage(t *testing.T, vmcore, peer string, argLists [][]string) {
+	t.Helper()
+	for _, args := range argLists {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
 			ours := dump(t, "pagepipe", vmcore, args...)
-			want := expectedPages(t, vmcore, dump(t, "makedumpfile", vmcore, args...))
+			want := expectedPages(t, vmcore, dump(t, peer, vmcore, args...))
 			ranges := allPFNs(t, ours)
 			if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
 				t.Errorf("libkdumpfile:\n%s", d)
@@ -78,17 +93,23 @@ func TestRealReadersReadEveryPage(t *testing.T) {
 // crash sees the same machine in pagepipe's dump as in makedumpfile's: the
 // same sys, log, ps and kmem -i output, at -c -d 1 and at -d 31.
 func TestRealCrashSameAsMakedumpfile(t *testing.T) {
-	vmcore := realVmcore(t).Vmcore
-	vmlinux := fixture.DebugVmlinux(t)
-	for _, args := range [][]string{{"-c", "-d", "1"}, {"-d", "31"}} {
+	crashSame(t, "crash", fixture.DebugVmlinux(t), realVmcore(t).Vmcore, "makedumpfile", [][]string{{"-c", "-d", "1"}, {"-d", "31"}})
+}
+
+// crashSame checks, for each argument list, that crash (a program name or
+// path) prints the same sys, log, ps and kmem -i for pagepipe's dump of
+// vmcore as for the makedumpfile peer's, and that it saw the machine.
+func crashSame(t *testing.T, crash, vmlinux, vmcore, peer string, argLists [][]string) {
+	t.Helper()
+	for _, args := range argLists {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
 			cmds := []string{"sys", "log", "ps", "kmem -i"}
-			ours := judge.Crash(t, vmlinux, dump(t, "pagepipe", vmcore, args...), cmds...)
-			theirs := judge.Crash(t, vmlinux, dump(t, "makedumpfile", vmcore, args...), cmds...)
+			ours := judge.CrashBy(t, crash, vmlinux, dump(t, "pagepipe", vmcore, args...), cmds...)
+			theirs := judge.CrashBy(t, crash, vmlinux, dump(t, peer, vmcore, args...), cmds...)
 			if ours != theirs {
 				t.Fatalf("crash output differs:\n--- pagepipe\n%s\n--- makedumpfile\n%s", head(ours, 40), head(theirs, 40))
 			}
-			for _, want := range []string{"RELEASE: 6.", "MEMORY: 1 GB", "CPUS: 2", "Linux version"} {
+			for _, want := range []string{"RELEASE: ", "MEMORY: 1 GB", "CPUS: 2", "Linux version"} {
 				if !strings.Contains(ours, want) {
 					t.Errorf("crash output lacks %q:\n%s", want, head(ours, 20))
 				}

@@ -159,7 +159,19 @@ func Crash(tb testing.TB, vmlinux, dump string, commands ...string) string {
 // as --zero_excluded.
 func CrashWith(tb testing.TB, options []string, vmlinux, dump string, commands ...string) string {
 	tb.Helper()
-	out, err := CrashRun(options, vmlinux, dump, commands...)
+	return crashWith(tb, "crash", options, vmlinux, dump, commands...)
+}
+
+// CrashBy is Crash run by another crash program than Debian's on PATH,
+// such as sid's crash 9.0.2 for kernels 6.12 and later (fixture.Peer).
+func CrashBy(tb testing.TB, prog, vmlinux, dump string, commands ...string) string {
+	tb.Helper()
+	return crashWith(tb, prog, nil, vmlinux, dump, commands...)
+}
+
+func crashWith(tb testing.TB, prog string, options []string, vmlinux, dump string, commands ...string) string {
+	tb.Helper()
+	out, err := crash(prog, options, vmlinux, []string{dump}, commands)
 	if err != nil {
 		tb.Fatalf("crash on %s: %v\n%s", dump, err, lastLines(out, 20))
 	}
@@ -170,7 +182,7 @@ func CrashWith(tb testing.TB, options []string, vmlinux, dump string, commands .
 // when they all follow the vmlinux. Lines naming a part are taken out.
 func CrashParts(tb testing.TB, vmlinux string, parts []string, commands ...string) string {
 	tb.Helper()
-	out, err := crash(nil, vmlinux, parts, commands)
+	out, err := crash("crash", nil, vmlinux, parts, commands)
 	if err != nil {
 		tb.Fatalf("crash on %s: %v\n%s", strings.Join(parts, " "), err, lastLines(out, 20))
 	}
@@ -181,12 +193,12 @@ func CrashParts(tb testing.TB, vmlinux string, parts []string, commands ...strin
 // naming the dump file taken out) and its error, if it failed. It does not
 // touch a testing.TB, so it may run in a goroutine.
 func CrashRun(options []string, vmlinux, dump string, commands ...string) (string, error) {
-	return crash(options, vmlinux, []string{dump}, commands)
+	return crash("crash", options, vmlinux, []string{dump}, commands)
 }
 
-func crash(options []string, vmlinux string, files, commands []string) (string, error) {
+func crash(prog string, options []string, vmlinux string, files, commands []string) (string, error) {
 	args := append(append(append([]string{"-s", "--no_scroll"}, options...), vmlinux), files...)
-	cmd := exec.Command("crash", args...)
+	cmd := exec.Command(prog, args...)
 	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\nquit\n")
 	out, err := cmd.CombinedOutput()
 	var keep []string
