@@ -75,19 +75,6 @@ func TestParseLists(t *testing.T) {
 	}
 }
 
-func TestFormatCPUs(t *testing.T) {
-	for in, want := range map[string]string{"0": "0", "0,1,2,3": "0-3", "3,0,1,6": "0-1,3,6"} {
-		var v []int
-		for _, f := range strings.Split(in, ",") {
-			n, _ := ParseInts("x", f, 0)
-			v = append(v, n...)
-		}
-		if got := FormatCPUs(v); got != want {
-			t.Errorf("%s: %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestConfigs(t *testing.T) {
 	m := Matrix{Workers: []int{1, 4}, CPUs: [][]int{{0}}, MapSizes: []int{0, 1024}, Codecs: []string{"c", "lz4"}, Levels: []int{31}, VsMakedumpfile: true}
 	cfgs, notes := m.Configs()

@@ -2,7 +2,11 @@
 # compare.sh: pagepipe against makedumpfile on the same vmcore, both pinned to
 # one CPU (taskset -c 0, as a capture kernel with nr_cpus=1), RUNS runs each
 # (alternating, input warm in the page cache), output on tmpfs. Prints a
-# markdown table of median wall times and output sizes, and the ratios.
+# markdown table of median wall, user and system times and output sizes, and
+# the ratios.
+#
+# The makedumpfile is $MAKEDUMPFILE, by default sid's 1.7.8 (lzo and zstd on)
+# from fixtures/peer.sh: the newest one Debian ships, the one to beat.
 #
 # usage: bench/compare.sh VMCORE [RUNS]        (make bench-compare)
 set -euo pipefail
@@ -10,6 +14,7 @@ set -euo pipefail
 vmcore=$1
 runs=${2:-5}
 bin=${PAGEPIPE:-bin/pagepipe}
+mdf=${MAKEDUMPFILE:-$(fixtures/peer.sh makedumpfile-sid | tail -n 1)}
 out=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-compare.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
@@ -18,26 +23,30 @@ cat "$vmcore" > /dev/null # warm the page cache
 # median of the numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-# wall seconds of one run of a command
-wall() {
-	local t0 t1
-	t0=$(date +%s.%N)
-	"$@" > /dev/null 2>&1
-	t1=$(date +%s.%N)
-	echo "$t1 - $t0" | bc -l
+# one run of a command: "wall user sys" in seconds
+run() {
+	local TIMEFORMAT='%R %U %S'
+	{ time "$@" > /dev/null 2>&1; } 2>&1
 }
 
-echo "| args | makedumpfile (s) | pagepipe (s) | time ratio | makedumpfile bytes | pagepipe bytes | size ratio |"
+echo "makedumpfile: $("$mdf" -v 2>&1 | head -n 1)"
+echo
+echo "| args | makedumpfile wall / user / sys (s) | pagepipe wall / user / sys (s) | wall ratio | makedumpfile bytes | pagepipe bytes | size ratio |"
 echo "|---|---|---|---|---|---|---|"
-for args in "-c -d 31" "-l -d 31" "-d 31" "-c -d 1"; do
+# COMPARE_ARGS: the command lines, comma-separated.
+list=("-l -d 31" "-z -d 31" "-c -d 31" "-d 31" "-E -d 31")
+[ -z "${COMPARE_ARGS:-}" ] || IFS=, read -ra list <<<"$COMPARE_ARGS"
+for args in "${list[@]}"; do
 	m=() p=()
 	for _ in $(seq "$runs"); do
-		m+=("$(wall taskset -c 0 makedumpfile -f $args "$vmcore" "$out/m")")
-		p+=("$(wall taskset -c 0 "$bin" -f $args "$vmcore" "$out/p")")
+		m+=("$(run taskset -c 0 "$mdf" -f $args "$vmcore" "$out/m")")
+		p+=("$(run taskset -c 0 "$bin" -f $args "$vmcore" "$out/p")")
 	done
-	mm=$(printf '%s\n' "${m[@]}" | median)
-	pm=$(printf '%s\n' "${p[@]}" | median)
+	med() { printf '%s\n' "${@:2}" | awk -v f="$1" '{print $f}' | median; }
+	mw=$(med 1 "${m[@]}") mu=$(med 2 "${m[@]}") msy=$(med 3 "${m[@]}")
+	pw=$(med 1 "${p[@]}") pu=$(med 2 "${p[@]}") psy=$(med 3 "${p[@]}")
 	ms=$(stat -c %s "$out/m")
 	ps=$(stat -c %s "$out/p")
-	printf '| `%s` | %.3f | %.3f | %.2f | %d | %d | %.3f |\n' "$args" "$mm" "$pm" "$(echo "$pm / $mm" | bc -l)" "$ms" "$ps" "$(echo "$ps / $ms" | bc -l)"
+	printf '| `%s` | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f | %d | %d | %.3f |\n' "$args" \
+		"$mw" "$mu" "$msy" "$pw" "$pu" "$psy" "$(echo "$pw / $mw" | bc -l)" "$ms" "$ps" "$(echo "$ps / $ms" | bc -l)"
 done

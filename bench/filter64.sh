@@ -11,10 +11,11 @@ set -euo pipefail
 
 runs=${1:-5}
 bin=${PAGEPIPE:-bin/pagepipe}
+benchbin=${PAGEPIPE_BENCH:-bin/pagepipe-bench}
 dir=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-filter64.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
-"$bin" gen-vmcore --profile 6.1 --size 65536 "$dir/vmcore" >&2
+"$benchbin" gen-vmcore --profile 6.1 --size 65536 "$dir/vmcore" >&2
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 step() { awk -F': ' '/STEP \[Excluding unnecessary pages\]/ {s += $2} END {printf "%.6f\n", s}'; }

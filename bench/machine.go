@@ -12,36 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"pagepipe/internal/cpuset"
 )
-
-// UsableCPUs are the CPUs this process may run on.
-func UsableCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var out []int
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-// PinThread confines the calling OS thread to cpus; the goroutine must be
-// locked to it, and never unlocked, so that the thread exits with it.
-func PinThread(cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin to CPUs %s: %w", FormatCPUs(cpus), err)
-	}
-	return nil
-}
 
 // startPinned starts cmd confined to cpus: a new process inherits the CPU
 // set of the thread that forks it, so the fork happens on a thread pinned
@@ -53,7 +25,7 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := PinThread(cpus); err != nil {
+		if err := cpuset.Pin(cpus); err != nil {
 			errc <- err
 			return
 		}
@@ -109,7 +81,7 @@ func spinAll(cpus []int, n int) (time.Duration, error) {
 			// Locked and never unlocked: the pinned thread exits with the
 			// goroutine instead of going back to the pool.
 			runtime.LockOSThread()
-			if err := PinThread(cpus); err != nil {
+			if err := cpuset.Pin(cpus); err != nil {
 				errs[i] = err
 				return
 			}

@@ -1,4 +1,4 @@
-// Package bench is pagepipe's scaling study (`pagepipe bench`): it runs
+// Package bench is pagepipe's scaling study (cmd/pagepipe-bench): it runs
 // pagepipe, and makedumpfile beside it, over a matrix of worker counts,
 // CPU sets, map sizes, codecs and dump levels, each run a child process
 // pinned to its CPUs; it separates what the code costs (CPU seconds per
@@ -10,9 +10,10 @@ package bench
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
+
+	"pagepipe/internal/cpuset"
 )
 
 // The programs a configuration runs.
@@ -59,7 +60,7 @@ func (c Config) Args() []string {
 }
 
 // CPUList is the CPUs in the kernel's list syntax (0-3,6).
-func (c Config) CPUList() string { return FormatCPUs(c.CPUs) }
+func (c Config) CPUList() string { return cpuset.Format(c.CPUs) }
 
 // MapSize is the map-size column: N/A for makedumpfile, "pread" for
 // pagepipe's default on an ordinary file.
@@ -226,7 +227,7 @@ func ParseCPUSets(s string, usable []int) ([][]int, error) {
 			}
 			for c := a; c <= b; c++ {
 				if !ok[c] {
-					return nil, fmt.Errorf("--cpus %q: CPU %d is not available to this process (it may use %s)", s, c, FormatCPUs(usable))
+					return nil, fmt.Errorf("--cpus %q: CPU %d is not available to this process (it may use %s)", s, c, cpuset.Format(usable))
 				}
 				set = append(set, c)
 			}
@@ -240,30 +241,10 @@ func ParseCPUSets(s string, usable []int) ([][]int, error) {
 			}
 			set = append(set, usable[:n]...)
 		}
-		if k := FormatCPUs(set); !seen[k] {
+		if k := cpuset.Format(set); !seen[k] {
 			seen[k] = true
 			out = append(out, set)
 		}
 	}
 	return out, nil
-}
-
-// FormatCPUs writes CPU numbers in the kernel's list syntax: 0-3,6.
-func FormatCPUs(cpus []int) string {
-	c := append([]int(nil), cpus...)
-	sort.Ints(c)
-	var parts []string
-	for i := 0; i < len(c); {
-		j := i
-		for j+1 < len(c) && c[j+1] == c[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(c[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", c[i], c[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }

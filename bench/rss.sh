@@ -9,6 +9,7 @@
 # A 256 GiB machine (262144) needs about 8 GiB of tmpfs for its struct pages.
 set -euo pipefail
 bin=${PAGEPIPE:-bin/pagepipe}
+benchbin=${PAGEPIPE_BENCH:-bin/pagepipe-bench}
 dir=$(mktemp -d "${BENCH_TMP:-/dev/shm}/pagepipe-rss.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 first= last= firstbm= lastbm= firstgib= lastgib=
@@ -17,7 +18,7 @@ echo "|---|---|---|---|---|"
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1024 4096 16384 65536)
 for mib in "${sizes[@]}"; do
-	"$bin" gen-vmcore --profile 6.1 --size "$mib" "$dir/vmcore" > /dev/null
+	"$benchbin" gen-vmcore --profile 6.1 --size "$mib" "$dir/vmcore" > /dev/null
 	# The median of 5 runs: the Go runtime's heap growth makes single
 	# runs vary by a MiB or two.
 	out=$(for _ in 1 2 3 4 5; do

@@ -14,12 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"pagepipe/dump"
 	"pagepipe/source"
 )
 
 // Runner runs a study's configurations as child processes.
 type Runner struct {
-	Pagepipe     string // the pagepipe binary (the bench's own executable)
+	Pagepipe     string // the pagepipe binary whose dumps are measured
 	Makedumpfile string // makedumpfile's path
 	Vmcore       string
 	// DumpDir holds each run's dump, in a directory removed after the run.
@@ -99,7 +100,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 		return Run{}, fmt.Errorf("dump directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	dump := filepath.Join(dir, "dump")
+	dumpPath := filepath.Join(dir, "dump")
 	statsFile := filepath.Join(dir, "stats.json")
 
 	prog := r.Pagepipe
@@ -111,7 +112,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 		// 2 common, 4 errors, 16 the report and STEP timings.
 		args = append(args, "--message-level", "22")
 	}
-	args = append(args, r.Vmcore, dump)
+	args = append(args, r.Vmcore, dumpPath)
 	cmd := exec.CommandContext(ctx, prog, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -131,7 +132,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	if err != nil {
 		return Run{}, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, lastLines(out.String(), 3))
 	}
-	st, err := os.Stat(dump)
+	st, err := os.Stat(dumpPath)
 	if err != nil {
 		return Run{}, fmt.Errorf("%s wrote no dump: %w", c.Program, err)
 	}
@@ -151,7 +152,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 		}
 		return run, nil
 	}
-	cs, err := ReadChildStats(statsFile)
+	cs, err := dump.ReadStats(statsFile)
 	if err != nil {
 		return Run{}, err
 	}
@@ -187,7 +188,7 @@ func watchHWM(pid int) func() int64 {
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v := readHWM(path); v > peak {
+			if v := dump.PeakRSSKiB(path); v > peak {
 				peak = v
 			}
 			select {
@@ -202,21 +203,6 @@ func watchHWM(pid int) func() int64 {
 		close(stop)
 		return <-done
 	}
-}
-
-// readHWM reads VmHWM from a /proc/PID/status file, KiB; 0 when gone.
-func readHWM(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }

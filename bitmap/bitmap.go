@@ -17,6 +17,7 @@ package bitmap
 
 import (
 	"encoding/binary"
+	"iter"
 	"math/bits"
 )
 
@@ -194,6 +195,17 @@ func (m *Bitmap) NextSet(pfn uint64) uint64 {
 		pfn = start + blockBits
 	}
 	return m.n
+}
+
+// Ones yields the set pfns in order: what a copy pass walks.
+func (m *Bitmap) Ones() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for pfn := m.NextSet(0); pfn < m.n; pfn = m.NextSet(pfn + 1) {
+			if !yield(pfn) {
+				return
+			}
+		}
+	}
 }
 
 // Clone returns an independent copy.

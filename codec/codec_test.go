@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -76,6 +77,47 @@ func TestDecompressGarbage(t *testing.T) {
 	}
 	if err := d.Decompress(0x100, make([]byte, 4096), []byte{1}); err == nil {
 		t.Error("unknown flag accepted")
+	}
+}
+
+// A stored page that expands to far more than a page is refused after
+// about a page of work: every codec bounds its output by the page, not by
+// what the stream claims or produces, and writes nothing past len(dst).
+// (Allocation stands in for work: it is what an unbounded decoder spends,
+// measured without timing anything.)
+func TestDecompressionBombs(t *testing.T) {
+	const page = 4096
+	huge := make([]byte, 4<<20)
+	for _, c := range All() {
+		comp, dec := c.NewCompressor(), c.NewDecompressor()
+		big, err := comp.Compress(make([]byte, 0, MaxCompressedLen(len(huge))), huge)
+		if err != nil || big == nil {
+			t.Fatalf("%s: compressing 4 MiB of zeros: %v", c.Name, err)
+		}
+		// Warm the decoder: its first call allocates its state.
+		good, _ := comp.Compress(make([]byte, 0, MaxCompressedLen(page)), huge[:page])
+		if err := dec.Decompress(make([]byte, page), good); err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err = dec.Decompress(make([]byte, page), big)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Errorf("%s: 4 MiB in %d stored bytes accepted as a %d-byte page", c.Name, len(big), page)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("%s: refusing 4 MiB in %d stored bytes allocated %d bytes", c.Name, len(big), n)
+		}
+		t.Logf("%s: %d stored bytes: %v", c.Name, len(big), err)
+
+		spare := bytes.Repeat([]byte{0xaa}, 8<<20)
+		if dec.Decompress(spare[:page], big) == nil {
+			t.Errorf("%s: 4 MiB accepted as a page", c.Name)
+		}
+		if n := len(bytes.TrimLeft(spare[page:], "\xaa")); n != 0 {
+			t.Errorf("%s: wrote past the page, %d bytes after it", c.Name, len(spare)-page-n)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package codec
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -71,8 +74,14 @@ func (c *zstdCompressor) Compress(dst, src []byte) ([]byte, error) {
 
 type zstdDecompressor struct{ dec *zstd.Decoder }
 
+// newZstdDecompressor decodes into the page buffer and no further
+// (WithDecodeAllCapLimit, with dst's capacity cut to the page). Without the
+// limit DecodeAll grows its output to whatever the frames produce before
+// the size check can refuse it, and a zstd RLE block is 4 bytes for up to
+// 128 KiB: a hostile stored page of a few KiB expands 32768-fold.
 func newZstdDecompressor() Decompressor {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		panic(err)
 	}
@@ -80,7 +89,10 @@ func newZstdDecompressor() Decompressor {
 }
 
 func (d *zstdDecompressor) Decompress(dst, src []byte) error {
-	out, err := d.dec.DecodeAll(src, dst[:0])
+	out, err := d.dec.DecodeAll(src, dst[:0:len(dst)])
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return fmt.Errorf("zstd: page decompresses to more than %d bytes", len(dst))
+	}
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func sampleVmcore(path string, n int) (*realSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1)
+	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, false)
 	if err != nil {
 		return nil, err
 	}

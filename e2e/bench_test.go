@@ -15,7 +15,7 @@ import (
 	"pagepipe/bench"
 )
 
-// pagepipe bench --vs makedumpfile on the real fixture prints the seed
+// pagepipe-bench --vs makedumpfile on the real fixture prints the seed
 // studies' three table shapes (000, 001, 003) and the model, with numbers
 // that hang together, and writes CSV, JSON and PNG that parse back. No
 // timing is asserted: this machine's speed is not the code's.
@@ -24,7 +24,7 @@ func TestBenchVsMakedumpfile(t *testing.T) {
 	out := t.TempDir()
 	// makedumpfile's --num-threads busy-waits: on one CPU its 2-thread run
 	// takes half a minute, so the threads share both CPUs.
-	cmd := exec.Command(bin, "bench", "--vs", "makedumpfile", "--workers", "1,2", "--cpus", "2",
+	cmd := exec.Command(benchBin, "--vs", "makedumpfile", "--workers", "1,2", "--cpus", "2",
 		"--codec", "l", "--dump-level", "31", "--runs", "1", "--out", out, fx.Vmcore)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -166,7 +166,7 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{}, `need VMCORE or --gen-size MIB`},
 		{[]string{"/nonexistent/vmcore"}, `open vmcore`},
 	} {
-		cmd := exec.Command(bin, append([]string{"bench", "--runs", "1"}, tc.args...)...)
+		cmd := exec.Command(benchBin, append([]string{"--runs", "1"}, tc.args...)...)
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 1 {

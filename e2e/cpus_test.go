@@ -13,7 +13,7 @@ import (
 func TestCPUsConfinesEveryThread(t *testing.T) {
 	dir := t.TempDir()
 	vmcore := filepath.Join(dir, "vmcore")
-	if out, err := exec.Command(bin, "gen-vmcore", "--size", "32", vmcore).CombinedOutput(); err != nil {
+	if out, err := exec.Command(benchBin, "gen-vmcore", "--size", "32", vmcore).CombinedOutput(); err != nil {
 		t.Fatalf("gen-vmcore: %v\n%s", err, out)
 	}
 	for _, tc := range []struct{ cpus, maxprocs, list string }{

@@ -10,18 +10,41 @@ import (
 	"path/filepath"
 	"testing"
 
+	"pagepipe/internal/fixture"
 	"pagepipe/kernel"
 	"pagepipe/source"
 )
 
-// dmesgBoth runs pagepipe and makedumpfile with --dump-dmesg (plus extra
-// flags) on vmcore, checks that both succeed, and returns the two logs.
-func dmesgBoth(t *testing.T, vmcore, name string, extra ...string) (ours, theirs string) {
+// A dmesg judge: a makedumpfile and the --dmesg-format that writes its
+// format.
+type dmesgJudge struct {
+	name, format string
+	prog         func(t *testing.T) string
+}
+
+// dmesgJudges are Debian 12's makedumpfile 1.7.2 and sid's 1.7.8, which
+// adds the caller-id column (1.7.5 and later): pagepipe's default.
+var dmesgJudges = []dmesgJudge{
+	{"1.7.8", "1.7.5", func(t *testing.T) string { return fixture.Peer(t, "makedumpfile-sid") }},
+	{"1.7.2", "1.7.2", func(*testing.T) string { return "makedumpfile" }},
+}
+
+// dmesgBoth runs pagepipe (with j's --dmesg-format, or none for the
+// default) and j's makedumpfile with --dump-dmesg (plus extra flags) on
+// vmcore, checks that both succeed, and returns the two logs.
+func dmesgBoth(t *testing.T, j dmesgJudge, vmcore, name string, extra ...string) (ours, theirs string) {
 	t.Helper()
 	ours = filepath.Join(t.TempDir(), name+".pagepipe")
 	theirs = filepath.Join(t.TempDir(), name+".makedumpfile")
-	for _, run := range []struct{ prog, out string }{{bin, ours}, {"makedumpfile", theirs}} {
-		args := append(append([]string{"--dump-dmesg"}, extra...), vmcore, run.out)
+	var format []string
+	if j.format != "1.7.5" {
+		format = []string{"--dmesg-format", j.format}
+	}
+	for _, run := range []struct {
+		prog, out string
+		own       []string
+	}{{bin, ours, format}, {j.prog(t), theirs, nil}} {
+		args := append(append(append([]string{"--dump-dmesg"}, run.own...), extra...), vmcore, run.out)
 		if out, err := execOut(run.prog, args...); err != nil {
 			t.Fatalf("%s %v: %v\n%s", filepath.Base(run.prog), args, err, out)
 		}
@@ -30,18 +53,26 @@ func dmesgBoth(t *testing.T, vmcore, name string, extra ...string) (ours, theirs
 }
 
 // The kernel log of the real fixture (a 6.1 kernel's lockless ringbuffer)
-// is byte-identical to makedumpfile 1.7.2's, whole and with
-// --partial-dmesg.
+// is byte-identical to makedumpfile 1.7.8's by default (with the caller
+// id, T0 and the like, after each timestamp) and to 1.7.2's with
+// --dmesg-format 1.7.2, whole and with --partial-dmesg.
 func TestDmesgMatchesMakedumpfile(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
-	for name, extra := range map[string][]string{"full": nil, "partial": {"--partial-dmesg"}} {
-		t.Run(name, func(t *testing.T) {
-			ours, theirs := dmesgBoth(t, vmcore, name, extra...)
-			equalFiles(t, ours, theirs)
-			if b := readFile(t, ours); !bytes.Contains(b, []byte("] Linux version ")) {
-				t.Errorf("log does not start with the banner:\n%.300s", b)
-			}
-		})
+	for _, j := range dmesgJudges {
+		for name, extra := range map[string][]string{"full": nil, "partial": {"--partial-dmesg"}} {
+			t.Run(j.name+"/"+name, func(t *testing.T) {
+				ours, theirs := dmesgBoth(t, j, vmcore, name, extra...)
+				equalFiles(t, ours, theirs)
+				b := readFile(t, ours)
+				banner := "] Linux version "
+				if j.format == "1.7.5" {
+					banner = "] [      T0] Linux version "
+				}
+				if !bytes.Contains(b, []byte(banner)) {
+					t.Errorf("log does not start with the banner %q:\n%.300s", banner, b)
+				}
+			})
+		}
 	}
 }
 
@@ -74,17 +105,21 @@ func TestDmesgNoClobber(t *testing.T) {
 // start of --partial-dmesg.
 func TestDmesgPatchedMatchesMakedumpfile(t *testing.T) {
 	vmcore := patchedDmesgVmcore(t, realVmcore(t).Vmcore)
-	full, fullRef := dmesgBoth(t, vmcore, "full")
-	equalFiles(t, full, fullRef)
-	part, partRef := dmesgBoth(t, vmcore, "partial", "--partial-dmesg")
-	equalFiles(t, part, partRef)
+	for _, j := range dmesgJudges {
+		t.Run(j.name, func(t *testing.T) {
+			full, fullRef := dmesgBoth(t, j, vmcore, "full")
+			equalFiles(t, full, fullRef)
+			part, partRef := dmesgBoth(t, j, vmcore, "partial", "--partial-dmesg")
+			equalFiles(t, part, partRef)
 
-	b := readFile(t, full)
-	if !bytes.Contains(b, []byte(`] \x01\x7f\xffffff80\xffffffc3\xffffffff`+"\t\r\v\f"+`\x1b\x00Zq`)) {
-		t.Errorf("patched message not in the log:\n%.400s", b)
-	}
-	if p := readFile(t, part); len(p) == 0 || len(p) >= len(b) || !bytes.HasSuffix(b, p) {
-		t.Errorf("partial log (%d bytes) is not a proper tail of the full one (%d bytes)", len(p), len(b))
+			b := readFile(t, full)
+			if !bytes.Contains(b, []byte(`] \x01\x7f\xffffff80\xffffffc3\xffffffff`+"\t\r\v\f"+`\x1b\x00Zq`)) {
+				t.Errorf("patched message not in the log:\n%.400s", b)
+			}
+			if p := readFile(t, part); len(p) == 0 || len(p) >= len(b) || !bytes.HasSuffix(b, p) {
+				t.Errorf("partial log (%d bytes) is not a proper tail of the full one (%d bytes)", len(p), len(b))
+			}
+		})
 	}
 }
 

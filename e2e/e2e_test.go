@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,33 +23,56 @@ import (
 )
 
 var (
-	bin     string // the pagepipe binary under test
-	workDir string // dumps shared by the tests of this run
+	bin      string // the pagepipe binary under test
+	benchBin string // cmd/pagepipe-bench, built beside it (its --pagepipe default)
+	workDir  string // dumps shared by the tests of this run
 )
 
 func TestMain(m *testing.M) {
-	// Dumps of a 1 GiB machine are written many times over: keep them in
-	// memory when the machine has a tmpfs.
-	tmp := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		tmp = "/dev/shm"
-	}
 	var err error
-	workDir, err = os.MkdirTemp(tmp, "pagepipe-e2e")
+	workDir, err = os.MkdirTemp(e2eTmp(), "pagepipe-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(workDir, "pagepipe")
-	build := exec.Command("go", "build", "-o", bin, "pagepipe/cmd/pagepipe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pagepipe: %v\n%s", err, out)
-		os.Exit(1)
+	bin, benchBin = filepath.Join(workDir, "pagepipe"), filepath.Join(workDir, "pagepipe-bench")
+	for _, b := range []struct{ out, pkg string }{{bin, "pagepipe/cmd/pagepipe"}, {benchBin, "pagepipe/cmd/pagepipe-bench"}} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(workDir)
 	os.Exit(code)
+}
+
+// e2eTmp is where a run keeps its dumps: the tests write dumps of 1 GiB
+// machines many times over and keep them for the run (up to about 12 GiB),
+// so in memory (/dev/shm) only when that much and more is available, and
+// in $TMPDIR otherwise; PAGEPIPE_E2E_TMP chooses.
+func e2eTmp() string {
+	if d := os.Getenv("PAGEPIPE_E2E_TMP"); d != "" {
+		return d
+	}
+	const need = 16 << 30
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			if kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && kb<<10 >= need {
+				return "/dev/shm"
+			}
+		}
+	}
+	return ""
 }
 
 // realVmcore is the default real fixture: Debian's kernel, 1 GiB, KASLR on.

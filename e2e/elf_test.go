@@ -256,6 +256,19 @@ func TestELFShapesSameAsMakedumpfile(t *testing.T) {
 	}
 }
 
+// elfDataEnd returns where, in the ELF dump path, the data of the pages
+// below pfn ends (the PT_LOADs are written in order).
+func elfDataEnd(t *testing.T, path string, pfn uint64) int64 {
+	t.Helper()
+	var end uint64
+	for _, p := range elfLoads(t, path) {
+		if p.Filesz > 0 && p.Paddr < pfn*source.PageSize {
+			end = max(end, p.Off+min(p.Filesz, pfn*source.PageSize-p.Paddr))
+		}
+	}
+	return int64(end)
+}
+
 // checkELFIncomplete asserts what an ELF dump cut short must be: exit 1
 // with makedumpfile's message, e_flags with DUMP_ELF_INCOMPLETE (as
 // makedumpfile marks it), program headers that describe only what is in
@@ -345,12 +358,20 @@ func TestRealELFIncompleteDumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("L", func(t *testing.T) {
-		// Past the per-cpu areas: near the end.
-		limit := strconv.FormatInt(st.Size()-2<<20, 10)
+		// Past the per-cpu areas, before the end.
+		keep := perCPUEnd(t, fx, vmlinux)
+		end := elfDataEnd(t, full, keep)
+		if end+maxWrite >= st.Size() {
+			t.Fatalf("the per-cpu areas' data ends %d bytes before the end of the %d-byte dump: no room to cut", st.Size()-end, st.Size())
+		}
+		limit := strconv.FormatInt(end+maxWrite, 10)
 		dir := t.TempDir()
 		out, theirs := filepath.Join(dir, "limited"), filepath.Join(dir, "makedumpfile")
 		b, err := exec.Command(bin, "-E", "-d", "31", "-L", limit, fx.Vmcore, out).CombinedOutput()
 		checkELFIncomplete(t, fx.Vmcore, out, full, err, b)
+		if got := elfDataEnd(t, out, keep); got != end {
+			t.Fatalf("-L %s: the pages below the end of the per-cpu areas (pfn %#x) end at byte %d, in the complete dump at %d", limit, keep, got, end)
+		}
 		if mb, err := exec.Command("makedumpfile", "-E", "-d", "31", "-L", limit, fx.Vmcore, theirs).CombinedOutput(); err == nil {
 			t.Fatalf("makedumpfile -E -L %s succeeded\n%s", limit, mb)
 		}

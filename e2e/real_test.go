@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/kdumpfmt"
+	"pagepipe/source"
 )
 
 // The dump levels the real-fixture judges run: each bit alone, every
@@ -100,42 +102,82 @@ func head(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
-// The judges can fail: a dump with one page descriptor pointing at another
-// page's data is caught by libkdumpfile's and drgn's page comparison and by
-// pagepipe verify.
+// The judges can fail: in a dump with one page descriptor pointing at
+// another page's data, libkdumpfile's and drgn's page comparison and
+// pagepipe verify each find that page, and only that page, wrong.
 func TestRealJudgesCatchADamagedDump(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	good := dump(t, "pagepipe", vmcore, "-c", "-d", "31")
-	b := readFile(t, good)
-	h, err := kdumpfmt.UnmarshalHeader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	descs := (1 + int64(h.SubHdrSize) + int64(h.BitmapBlocks)) * int64(h.BlockSize)
-	// Point descriptor 1000 at descriptor 1001's data.
-	d1000 := kdumpfmt.UnmarshalPageDesc(b[descs+1000*kdumpfmt.PageDescSize:])
-	d1001 := kdumpfmt.UnmarshalPageDesc(b[descs+1001*kdumpfmt.PageDescSize:])
-	if d1000 == d1001 {
-		t.Fatal("pick other descriptors: these two are equal")
-	}
-	d1001.Put(b[descs+1000*kdumpfmt.PageDescSize:])
-	bad := filepath.Join(t.TempDir(), "damaged")
-	if err := os.WriteFile(bad, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	want := expectedPages(t, vmcore, good)
+	bad, pfn := damagedDump(t, good, want)
 	ranges := allPFNs(t, bad)
-	if d := want.Diff(judge.Libkdumpfile(t, bad, ranges)); d == "" {
-		t.Error("libkdumpfile judge passed a damaged dump")
-	}
-	if d := want.Diff(judge.Drgn(t, bad, ranges)); d == "" {
-		t.Error("drgn judge passed a damaged dump")
+	only := fmt.Sprintf("pfn %#x: contents differ\n", pfn)
+	for _, j := range []struct {
+		name string
+		read func(testing.TB, string, []judge.Range) judge.Pages
+	}{{"libkdumpfile", judge.Libkdumpfile}, {"drgn", judge.Drgn}} {
+		if d := want.Diff(j.read(t, bad, ranges)); d != only {
+			t.Errorf("%s judge on the damaged dump: want only %q, got:\n%s", j.name, only, d)
+		}
 	}
 	out, err := execOut(bin, "verify", vmcore, bad)
-	if err == nil || !strings.Contains(out, "differs") {
-		t.Errorf("pagepipe verify passed a damaged dump: %v %s", err, out)
+	if err == nil || !strings.Contains(out, fmt.Sprintf("pfn %#x differs", pfn)) {
+		t.Errorf("pagepipe verify on the damaged dump: %v %s", err, out)
 	}
 	if out, err := execOut(bin, "verify", vmcore, good); err != nil {
 		t.Errorf("pagepipe verify failed the good dump: %v %s", err, out)
 	}
+}
+
+// damagedDump copies the kdump file good and points one page descriptor of
+// the copy at another page's data; it returns the copy and the pfn that now
+// reads wrong. The pair is the first two neighbours in pfn order whose
+// descriptors differ and whose pages in the vmcore (want) differ: which
+// pages those are depends on what the boot left in memory (neighbours may
+// share the zero page's descriptor, or hold equal pages), but every
+// fixture has such a pair, so the damage always shows.
+func damagedDump(t *testing.T, good string, want judge.Pages) (string, uint64) {
+	t.Helper()
+	d, err := source.OpenDump(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f, err := os.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := d.Header
+	descs := (1 + int64(h.SubHdrSize) + int64(h.BitmapBlocks)) * int64(h.BlockSize)
+	var b [kdumpfmt.PageDescSize]byte
+	var prev kdumpfmt.PageDesc
+	var prevPFN uint64
+	k := int64(0) // descriptor index of pfn
+	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn, k = d.Dumpable.NextSet(pfn+1), k+1 {
+		if _, err := f.ReadAt(b[:], descs+k*kdumpfmt.PageDescSize); err != nil {
+			t.Fatalf("descriptor %d: %v", k, err)
+		}
+		desc := kdumpfmt.UnmarshalPageDesc(b[:])
+		if k > 0 && desc != prev && want[pfn] != want[prevPFN] {
+			bad := filepath.Join(t.TempDir(), "damaged")
+			copyFile(t, good, bad)
+			out, err := os.OpenFile(bad, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			if _, err := out.WriteAt(b[:], descs+(k-1)*kdumpfmt.PageDescSize); err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("descriptor %d (pfn %#x) points at descriptor %d's data (pfn %#x)", k-1, prevPFN, k, pfn)
+			return bad, prevPFN
+		}
+		prev, prevPFN = desc, pfn
+	}
+	t.Fatal("no two neighbouring dumped pages differ in descriptor and contents")
+	return "", 0
 }

@@ -44,6 +44,12 @@ const (
 	// maxSections bounds how many sections a hostile VMCOREINFO can make us
 	// visit: 2^22 sections of 128 MiB is 512 TiB.
 	maxSections = 1 << 22
+	// maxSectionSize bounds SIZE(mem_section), and with maxSections what
+	// the decoder reads (256 MiB at most). An x86_64 struct mem_section is
+	// 16 or 32 bytes: section_mem_map, the usage (before 5.3 the
+	// pageblock_flags) pointer, and with CONFIG_PAGE_EXTENSION page_ext and
+	// a pad.
+	maxSectionSize = 64
 )
 
 // ErrNoMemMap is returned when VMCOREINFO describes no memory model we know.
@@ -110,7 +116,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 	}
 	pageShift := int64(12)
 	switch {
-	case msSize <= 0 || msSize > 4096 || mapOff < 0 || mapOff+8 > msSize:
+	case msSize <= 0 || msSize > maxSectionSize || mapOff < 0 || mapOff+8 > msSize:
 		return fmt.Errorf("mem_section: SIZE %d and OFFSET(section_mem_map) %d are not plausible", msSize, mapOff)
 	case sectionBits < 20 || sectionBits > 40 || physBits < sectionBits || physBits > 52:
 		return fmt.Errorf("mem_section: SECTION_SIZE_BITS %d and MAX_PHYSMEM_BITS %d are not plausible", sectionBits, physBits)

@@ -132,10 +132,37 @@ func (f fuzzVirt) ReadVirt(vaddr uint64, p []byte) error {
 	if len(f) == 0 {
 		return errors.New("no memory")
 	}
-	for i := range p {
-		p[i] = f[(vaddr+uint64(i))%uint64(len(f))]
+	for off := vaddr % uint64(len(f)); len(p) > 0; off = 0 {
+		p = p[copy(p, f[off:]):]
 	}
 	return nil
+}
+
+// fuzzFindMemMap is FuzzFindMemMap's call: SPARSEMEM_EXTREME with the
+// given SIZE(mem_section), OFFSET(mem_section.section_mem_map),
+// SECTION_SIZE_BITS and MAX_PHYSMEM_BITS, over memory that repeats mem.
+func fuzzFindMemMap(size, off, sectionBits, physBits int64, maxMapnr uint64, mem []byte) (*MemMap, error) {
+	vi, err := ParseVMCOREINFO([]byte(fmt.Sprintf("OSRELEASE=6.1.0\nPAGESIZE=4096\n"+
+		"SYMBOL(mem_section)=ffffffff83000000\nSIZE(mem_section)=%d\n"+
+		"OFFSET(mem_section.section_mem_map)=%d\nNUMBER(SECTION_SIZE_BITS)=%d\n"+
+		"NUMBER(MAX_PHYSMEM_BITS)=%d\nSIZE(page)=64\n", size, off, sectionBits, physBits)))
+	if err != nil {
+		return nil, err
+	}
+	return FindMemMap(vi, fuzzVirt(mem), maxMapnr%(1<<36))
+}
+
+// The input FuzzFindMemMap found taking seconds a call (issue 14), in
+// testdata/fuzz/FuzzFindMemMap/984fe13bfdceb50d: a 143-byte struct
+// mem_section and 2^21 sections (a machine of 2^36 pfns) would have read
+// 300 MB of kernel memory, all of it the same byte. No kernel's struct
+// mem_section is that big, and the decoder says so before reading any.
+func TestFindMemMapHugeSections(t *testing.T) {
+	_, err := fuzzFindMemMap(143, 71, 27, 50, 68719476680, []byte{0x1c})
+	want := "mem_section: SIZE 143 and OFFSET(section_mem_map) 71 are not plausible"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
 }
 
 // The mem_section decoder takes hostile VMCOREINFO values and memory
@@ -144,14 +171,7 @@ func FuzzFindMemMap(f *testing.F) {
 	f.Add(int64(16), int64(0), int64(27), int64(46), uint64(1<<30), []byte{0, 0, 0, 0x88, 0xff, 0xff, 0xff, 0xff, 3, 0, 0, 0, 0, 0xea, 0xff, 0xff})
 	f.Add(int64(0), int64(8), int64(12), int64(52), uint64(1<<40), []byte{1})
 	f.Fuzz(func(t *testing.T, size, off, sectionBits, physBits int64, maxMapnr uint64, mem []byte) {
-		vi, err := ParseVMCOREINFO([]byte(fmt.Sprintf("OSRELEASE=6.1.0\nPAGESIZE=4096\n"+
-			"SYMBOL(mem_section)=ffffffff83000000\nSIZE(mem_section)=%d\n"+
-			"OFFSET(mem_section.section_mem_map)=%d\nNUMBER(SECTION_SIZE_BITS)=%d\n"+
-			"NUMBER(MAX_PHYSMEM_BITS)=%d\nSIZE(page)=64\n", size, off, sectionBits, physBits)))
-		if err != nil {
-			return
-		}
-		mm, err := FindMemMap(vi, fuzzVirt(mem), maxMapnr%(1<<36))
+		mm, err := fuzzFindMemMap(size, off, sectionBits, physBits, maxMapnr, mem)
 		if err != nil {
 			return
 		}

@@ -555,7 +555,7 @@ func logRecord(lay *logLayout, buf []byte, at, recLen uint32) Record {
 type FormatOptions struct {
 	// CallerID adds makedumpfile 1.7.5's second prefix, "[%8s] " holding
 	// T<pid> or C<cpu>, to records that carry a caller id. makedumpfile
-	// 1.7.2, which pagepipe matches, never prints it.
+	// 1.7.2 never prints it.
 	CallerID bool
 }
 

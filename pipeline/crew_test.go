@@ -59,4 +59,4 @@ func (constReader) Close()                      {}
 // dropWriter takes pages and keeps nothing.
 type dropWriter struct{}
 
-func (dropWriter) WritePages([]sink.Page, []byte) error { return nil }
+func (dropWriter) WritePages([]uint64, []sink.Page, []byte) error { return nil }

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
@@ -36,7 +37,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"pagepipe/bitmap"
 	"pagepipe/codec"
 	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
@@ -53,9 +53,10 @@ type PageReader interface {
 	Close()
 }
 
-// Writer consumes pages in pfn order.
+// Writer consumes pages in the order Config.Pfns yields them: pfns[i] is
+// the pfn of pages[i], whose data, if any, comes next in data.
 type Writer interface {
-	WritePages(pages []sink.Page, data []byte) error
+	WritePages(pfns []uint64, pages []sink.Page, data []byte) error
 }
 
 // Config is one copy pass.
@@ -63,8 +64,11 @@ type Config struct {
 	Workers int
 	// NewReader makes one page reader per worker.
 	NewReader func() PageReader
-	Dumpable  *bitmap.Bitmap
-	// Total is the number of set bits in Dumpable, for progress.
+	// Pfns are the pages to copy, in the order the writer takes them:
+	// the 2nd bitmap's set bits (bitmap.Ones) for a kdump file, the
+	// PT_LOADs' pages in file order for an ELF dump.
+	Pfns iter.Seq[uint64]
+	// Total is the number of pfns Pfns yields, for progress.
 	Total uint64
 	// ExcludeZero: dump level bit 1, zero pages are marked, not stored.
 	ExcludeZero bool
@@ -157,31 +161,40 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	order := make(chan *chunk, poolSize)
 	crew := newCrew(poolSize)
 
-	// Producer: walk the 2nd bitmap in pfn order.
+	// Producer: cut the pfns into chunks, numbered in order.
 	g.Go(func() error {
 		defer producerCPU.Measure()()
 		defer crew.finish()
 		defer close(order)
-		m := cfg.Dumpable
 		var seq uint64
-		for pfn := m.NextSet(0); pfn < m.Len(); {
-			var c *chunk
-			select {
-			case c = <-free:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			c.seq, c.pfns = seq, c.pfns[:0]
-			seq++
-			for ; pfn < m.Len() && len(c.pfns) < ChunkPages; pfn = m.NextSet(pfn + 1) {
-				c.pfns = append(c.pfns, pfn)
-			}
+		var c *chunk
+		send := func() bool {
 			select {
 			case order <- c:
 			case <-ctx.Done():
-				return ctx.Err()
+				return false
 			}
 			crew.hand(c)
+			c = nil
+			return true
+		}
+		for pfn := range cfg.Pfns {
+			if c == nil {
+				select {
+				case c = <-free:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				c.seq, c.pfns = seq, c.pfns[:0]
+				seq++
+			}
+			c.pfns = append(c.pfns, pfn)
+			if len(c.pfns) == ChunkPages && !send() {
+				return ctx.Err()
+			}
+		}
+		if c != nil && !send() {
+			return ctx.Err()
 		}
 		return nil
 	})
@@ -243,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			}
 			now := cpuclock.Thread()
 			waitCPU.Add(now.Sub(t))
-			err := cfg.Writer.WritePages(c.pages, c.data)
+			err := cfg.Writer.WritePages(c.pfns, c.pages, c.data)
 			t = cpuclock.Thread()
 			writeCPU.Add(t.Sub(now))
 			if err != nil {

@@ -50,7 +50,7 @@ type recorder struct {
 	calls int
 }
 
-func (w *recorder) WritePages(p []sink.Page, d []byte) error {
+func (w *recorder) WritePages(_ []uint64, p []sink.Page, d []byte) error {
 	w.calls++
 	if w.calls == w.fail {
 		return errors.New("disk full (injected)")
@@ -64,7 +64,7 @@ func config(workers int, m *bitmap.Bitmap, w Writer, failPFN uint64) Config {
 	return Config{
 		Workers:     workers,
 		NewReader:   func() PageReader { return &fakeReader{buf: make([]byte, 4096), failPFN: failPFN} },
-		Dumpable:    m,
+		Pfns:        m.Ones(),
 		ExcludeZero: true,
 		Writer:      w,
 	}

@@ -1,21 +1,24 @@
 package sink
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 
 	"pagepipe/bitmap"
 )
 
-// ELF dump (-E) geometry and makedumpfile's constants for it.
+// ELF dump (-E) geometry and makedumpfile's constants for it. The headers
+// are debug/elf's elf.Header64, elf.Prog64 and elf.Section64, encoded
+// little-endian; these are their sizes (checked by TestELFHeaderSizes).
 const (
 	elfPageSize = 4096
-	ehdrSize    = 64
-	phdrSize    = 56
-	shdrSize    = 64
-	ptLoad      = 1
-	ptNote      = 4
-	pnXnum      = 0xffff
+	ehdrSize    = 64 // elf.Header64
+	phdrSize    = 56 // elf.Prog64
+	shdrSize    = 64 // elf.Section64
+	// pnXnum is e_phnum's escape to extended numbering (elf(5)'s
+	// PN_XNUM), which debug/elf does not declare.
+	pnXnum = 0xffff
 
 	// ELFMinExcludedRun is the shortest run of excluded pages that an ELF
 	// dump leaves out of the file (makedumpfile's PFN_EXCLUDED). Shorter
@@ -129,38 +132,31 @@ func NewELFLayout(ehdr [ehdrSize]byte, notePhdr [phdrSize]byte, noteSize uint64,
 	}
 	l.Size = cursor
 
-	le := binary.LittleEndian
-	l.Ehdr = ehdr
-	le.PutUint64(l.Ehdr[32:], ehdrSize) // e_phoff
+	h := decodeELF[elf.Header64](ehdr[:])
+	h.Phoff = ehdrSize
 	if l.Xnum {
-		le.PutUint64(l.Ehdr[40:], ehdrSize+phdrSize*l.PhNum) // e_shoff
-		le.PutUint16(l.Ehdr[56:], pnXnum)
-		le.PutUint16(l.Ehdr[58:], shdrSize)
-		le.PutUint16(l.Ehdr[60:], 1)
-		le.PutUint16(l.Ehdr[62:], 0)
+		h.Shoff = ehdrSize + phdrSize*l.PhNum
+		h.Phnum, h.Shentsize, h.Shnum, h.Shstrndx = pnXnum, shdrSize, 1, 0
 	} else {
 		// The input's section headers (QEMU's, or section 0 of an input
 		// with extended numbering) are not in the dump. (makedumpfile
 		// copies e_shoff and e_shnum regardless.)
-		le.PutUint64(l.Ehdr[40:], 0)
-		le.PutUint16(l.Ehdr[56:], uint16(l.PhNum))
-		le.PutUint16(l.Ehdr[60:], 0)
-		le.PutUint16(l.Ehdr[62:], 0)
+		h.Shoff = 0
+		h.Phnum, h.Shnum, h.Shstrndx = uint16(l.PhNum), 0, 0
 	}
+	encodeELF(l.Ehdr[:], h)
 
-	l.NotePhdr = notePhdr
-	if le.Uint32(notePhdr[0:]) != ptNote {
-		l.NotePhdr = [phdrSize]byte{}
-		le.PutUint32(l.NotePhdr[0:], ptNote)
+	note := decodeELF[elf.Prog64](notePhdr[:])
+	if elf.ProgType(note.Type) != elf.PT_NOTE {
+		note = elf.Prog64{Type: uint32(elf.PT_NOTE)}
 	}
 	// p_memsz keeps whatever the input had beyond its p_filesz.
 	memsz := noteSize
-	if m, f := le.Uint64(l.NotePhdr[40:]), le.Uint64(l.NotePhdr[32:]); m > f {
-		memsz += m - f
+	if note.Memsz > note.Filesz {
+		memsz += note.Memsz - note.Filesz
 	}
-	le.PutUint64(l.NotePhdr[8:], l.NoteOffset)
-	le.PutUint64(l.NotePhdr[32:], noteSize)
-	le.PutUint64(l.NotePhdr[40:], memsz)
+	note.Off, note.Filesz, note.Memsz = l.NoteOffset, noteSize, memsz
+	encodeELF(l.NotePhdr[:], note)
 	return l
 }
 
@@ -241,16 +237,24 @@ func (l *ELFLayout) PageRuns() []ELFPageRun {
 // phdr encodes the load's program header.
 func (ld ELFLoad) phdr() []byte {
 	b := make([]byte, phdrSize)
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], ptLoad)
-	le.PutUint32(b[4:], ld.Flags)
-	le.PutUint64(b[8:], ld.Offset)
-	le.PutUint64(b[16:], ld.Vaddr)
-	le.PutUint64(b[24:], ld.Paddr)
-	le.PutUint64(b[32:], ld.FileSize)
-	le.PutUint64(b[40:], ld.MemSize)
-	le.PutUint64(b[48:], ld.Align)
+	encodeELF(b, elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: ld.Flags, Off: ld.Offset, Vaddr: ld.Vaddr, Paddr: ld.Paddr,
+		Filesz: ld.FileSize, Memsz: ld.MemSize, Align: ld.Align})
 	return b
+}
+
+// decodeELF reads one of debug/elf's 64-bit header structs from b.
+func decodeELF[T elf.Header64 | elf.Prog64 | elf.Section64](b []byte) (v T) {
+	if _, err := binary.Decode(b, binary.LittleEndian, &v); err != nil {
+		panic(err) // b is the struct's fixed size
+	}
+	return v
+}
+
+// encodeELF writes one of debug/elf's 64-bit header structs into b.
+func encodeELF[T elf.Header64 | elf.Prog64 | elf.Section64](b []byte, v T) {
+	if _, err := binary.Encode(b, binary.LittleEndian, v); err != nil {
+		panic(err) // b is the struct's fixed size
+	}
 }
 
 // ELF writes an ELF dump laid out by an ELFLayout. NewELF writes the
@@ -296,9 +300,8 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 	}
 	if l.Xnum {
 		sh := make([]byte, shdrSize)
-		le := binary.LittleEndian
-		le.PutUint64(sh[32:], 1)               // sh_size: e_shnum
-		le.PutUint32(sh[44:], uint32(l.PhNum)) // sh_info: the real e_phnum
+		// sh_size: e_shnum; sh_info: the real e_phnum.
+		encodeELF(sh, elf.Section64{Size: 1, Info: uint32(l.PhNum)})
 		if err := e.writeAt(sh, phEnd); err != nil {
 			return nil, err
 		}
@@ -451,20 +454,22 @@ func (e *ELF) Abort() error {
 	if err := e.writeAt(area, ehdrSize); err != nil {
 		return fmt.Errorf("rewrite the program headers: %w", err)
 	}
-	le := binary.LittleEndian
 	phnum := 1 + uint64(len(kept))
 	if e.l.Xnum {
-		var n [4]byte
-		le.PutUint32(n[:], uint32(phnum))
-		if err := e.writeAt(n[:], ehdrSize+phdrSize*e.l.PhNum+44); err != nil {
+		// sh_info alone, at its place in section header 0 (elf.Section64).
+		var sh [shdrSize]byte
+		encodeELF(sh[:], elf.Section64{Size: 1, Info: uint32(phnum)})
+		if err := e.writeAt(sh[44:48], ehdrSize+phdrSize*e.l.PhNum+44); err != nil {
 			return fmt.Errorf("rewrite sh_info: %w", err)
 		}
 	}
-	ehdr := e.l.Ehdr
+	h := decodeELF[elf.Header64](e.l.Ehdr[:])
 	if !e.l.Xnum {
-		le.PutUint16(ehdr[56:], uint16(phnum))
+		h.Phnum = uint16(phnum)
 	}
-	le.PutUint32(ehdr[48:], le.Uint32(ehdr[48:])|DumpELFIncomplete)
+	h.Flags |= DumpELFIncomplete
+	var ehdr [ehdrSize]byte
+	encodeELF(ehdr[:], h)
 	if err := e.writeAt(ehdr[:], 0); err != nil {
 		return fmt.Errorf("mark the dump incomplete: %w", err)
 	}

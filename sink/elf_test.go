@@ -35,7 +35,7 @@ func inputEhdr() [ehdrSize]byte {
 func notePhdr(n uint64) [phdrSize]byte {
 	var p [phdrSize]byte
 	le := binary.LittleEndian
-	le.PutUint32(p[0:], ptNote)
+	le.PutUint32(p[0:], uint32(elf.PT_NOTE))
 	le.PutUint64(p[8:], 0x1000)
 	le.PutUint64(p[32:], n)
 	le.PutUint64(p[40:], n)
@@ -227,14 +227,14 @@ func TestELFLayoutHeaders(t *testing.T) {
 			t.Errorf("ehdr % x", h)
 		}
 		n := l.NotePhdr
-		if le.Uint32(n[0:]) != ptNote || le.Uint64(n[8:]) != 64+2*56 || le.Uint64(n[32:]) != 100 || le.Uint64(n[40:]) != 100 {
+		if le.Uint32(n[0:]) != uint32(elf.PT_NOTE) || le.Uint64(n[8:]) != 64+2*56 || le.Uint64(n[32:]) != 100 || le.Uint64(n[40:]) != 100 {
 			t.Errorf("PT_NOTE % x", n)
 		}
 	})
 	t.Run("no PT_NOTE in the input", func(t *testing.T) {
 		l := NewELFLayout(in, [phdrSize]byte{}, 40, []ELFSegment{{MemSize: pg}}, keepAllBut(1))
 		n := l.NotePhdr
-		if le.Uint32(n[0:]) != ptNote || le.Uint64(n[8:]) != 64+2*56 || le.Uint64(n[32:]) != 40 || le.Uint64(n[40:]) != 40 {
+		if le.Uint32(n[0:]) != uint32(elf.PT_NOTE) || le.Uint64(n[8:]) != 64+2*56 || le.Uint64(n[32:]) != 40 || le.Uint64(n[40:]) != 40 {
 			t.Errorf("PT_NOTE % x", n)
 		}
 	})
@@ -359,7 +359,7 @@ func checkDump(t *testing.T, b []byte, l *ELFLayout, mem func(uint64, []byte)) {
 		ph := b[ehdrSize+phdrSize*(1+i):]
 		got := ELFLoad{Offset: le.Uint64(ph[8:]), Vaddr: le.Uint64(ph[16:]), Paddr: le.Uint64(ph[24:]),
 			FileSize: le.Uint64(ph[32:]), MemSize: le.Uint64(ph[40:]), Flags: le.Uint32(ph[4:]), Align: le.Uint64(ph[48:])}
-		if le.Uint32(ph) != ptLoad || got != ld {
+		if le.Uint32(ph) != uint32(elf.PT_LOAD) || got != ld {
 			t.Fatalf("PT_LOAD %d: %+v, want %+v", i, got, ld)
 		}
 		for done := uint64(0); done < ld.FileSize; {

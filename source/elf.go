@@ -80,6 +80,8 @@ var ErrNotELF = errors.New("not an ELF64 little-endian vmcore")
 
 // ParseELF reads the ELF header, program headers (at e_phoff, with extended
 // numbering) and every note of every PT_NOTE from r, a file of size bytes.
+// A core of another architecture, or whose VMCOREINFO names another
+// architecture or page size, gets an error wrapping ErrUnsupported.
 // Every count and offset is checked against size before anything is
 // allocated, so hostile headers give an error, not a panic or a huge
 // allocation.
@@ -91,8 +93,11 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		}
 		return nil, fmt.Errorf("read elf header: %w", err)
 	}
-	if !bytes.Equal(eh[:4], []byte("\x7fELF")) || eh[4] != 2 || eh[5] != 1 {
+	if !bytes.Equal(eh[:4], []byte("\x7fELF")) {
 		return nil, ErrNotELF
+	}
+	if err := checkELFArch(eh[:]); err != nil {
+		return nil, err
 	}
 	le := binary.LittleEndian
 	phoff := le.Uint64(eh[32:])
@@ -181,6 +186,9 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		if err := in.walkNotes(start); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkVMCOREINFO(in.Vmcoreinfo()); err != nil {
+		return nil, err
 	}
 	return in, nil
 }

@@ -185,7 +185,7 @@ func FuzzParseELF(f *testing.F) {
 		if in.MaxMapnr > 1<<24 {
 			return // bitmaps of more than 2 MiB: valid, but slow to fuzz
 		}
-		p, d := in.Bitmaps(in.MaxMapnr)
+		p, d := in.Bitmaps(in.MaxMapnr, true)
 		if d.Count(0, d.Len()) > p.Count(0, p.Len())+uint64(len(in.Loads)) {
 			t.Fatal("more dumpable than present pages")
 		}

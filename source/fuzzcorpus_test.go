@@ -43,7 +43,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-blocksize-3000", Args: []any{odd}})
 	incomplete := bytes.Clone(d)
 	binary.LittleEndian.PutUint32(incomplete[kdumpfmt.StatusOffset:], kdumpfmt.StatusIncomplete)
-	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-incomplete", Args: []any{incomplete}})
+	dumpSeeds = append(dumpSeeds, fuzzcorpus.Seed{Name: "dump-incomplete", Args: []any{incomplete}},
+		fuzzcorpus.Seed{Name: "dump-zstd-bomb", Args: []any{zstdBombDump()}})
 	fuzzcorpus.Check(t, "FuzzOpenDump", dumpSeeds)
 
 	// The small dump as a flattened stream of two records.

@@ -22,7 +22,7 @@ type Dump struct {
 	MaxMapnr uint64
 	Path     string
 
-	f     *os.File
+	f     dumpFile
 	size  int64
 	descs uint64   // file offset of the descriptor array
 	ranks []uint64 // dumpable pages before each rankStep-pfn block
@@ -34,6 +34,13 @@ type Dump struct {
 
 const rankStep = 4096
 
+// dumpFile is what a Dump reads: the open file (or, in the fuzz target,
+// the bytes themselves).
+type dumpFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
 // OpenDump opens a kdump-compressed file and loads its headers, notes and
 // bitmaps.
 func OpenDump(path string) (*Dump, error) {
@@ -41,7 +48,11 @@ func OpenDump(path string) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := readDump(f)
+	st, err := f.Stat()
+	var d *Dump
+	if err == nil {
+		d, err = readDump(f, st.Size())
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -50,14 +61,14 @@ func OpenDump(path string) (*Dump, error) {
 	return d, nil
 }
 
-func readDump(f *os.File) (*Dump, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	d := &Dump{f: f, size: st.Size()}
+// readDump loads the headers, notes and bitmaps of the size-byte dump f.
+// Its work is bounded by size: the bitmaps must lie within the file, and
+// max_mapnr within them.
+func readDump(f dumpFile, size int64) (*Dump, error) {
+	d := &Dump{f: f, size: size}
 	hb := make([]byte, kdumpfmt.HeaderSize)
-	if _, err := f.ReadAt(hb, 0); err != nil {
+	var err error
+	if _, err = f.ReadAt(hb, 0); err != nil {
 		return nil, fmt.Errorf("read kdump header: %w", err)
 	}
 	if d.Header, err = kdumpfmt.UnmarshalHeader(hb); err != nil {
@@ -171,7 +182,7 @@ func (d *Dump) Pfns() uint64 { return d.MaxMapnr }
 
 // Bitmaps returns copies of the dump's bitmaps, cut at maxMapnr: a dump
 // being refiltered keeps out what it already left out.
-func (d *Dump) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
+func (d *Dump) Bitmaps(maxMapnr uint64, _ bool) (present, dumpable *bitmap.Bitmap) {
 	present, dumpable = d.Present.Cut(maxMapnr), d.Dumpable.Cut(maxMapnr)
 	if d.Sub.Split != 0 { // a split part holds its own range only
 		dumpable.ClearRange(0, d.Sub.StartPFN64)

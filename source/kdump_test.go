@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,6 +45,61 @@ func rawDump(bs, step uint64, fill func(i uint64, page []byte)) []byte {
 	return b
 }
 
+// zstdRLEBomb is a zstd frame of n RLE blocks of 128 KiB, 4 bytes each,
+// whose header gives no content size: n*128 KiB of output from 6+4n bytes,
+// which nothing bounds but the output buffer.
+func zstdRLEBomb(n int) []byte {
+	b := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38} // magic; no content size; window 128 KiB
+	for i := range n {
+		h := uint32(1)<<1 | 128<<10<<3 // Block_Type RLE, Block_Size 128 KiB
+		if i == n-1 {
+			h |= 1 // Last_Block
+		}
+		b = append(b, byte(h), byte(h>>8), byte(h>>16), 'x')
+	}
+	return b
+}
+
+// zstdBombDump is rawDump's 64 pfns in 4 KiB blocks, every 8th dumped, but
+// every page descriptor points at one stored zstd page of 4090 bytes that
+// expands to 128 MiB: before the zstd decoder stopped at the page, reading
+// its 8 pages decompressed 1 GiB (issue 14).
+func zstdBombDump() []byte {
+	const bs, n, step = 4096, 64, 8
+	b := rawDump(bs, step, func(uint64, []byte) {})
+	l := kdumpfmt.NewLayout(bs, 0, n, n/step)
+	bomb := zstdRLEBomb((bs - 6) / 4)
+	b = append(b[:l.Data], bomb...)
+	for i := range uint64(n / step) {
+		kdumpfmt.PageDesc{Offset: int64(l.Data), Size: uint32(len(bomb)), Flags: kdumpfmt.StatusZstd}.Put(b[l.Descs+i*kdumpfmt.PageDescSize:])
+	}
+	return b
+}
+
+// A stored page that expands past the block size is refused, after about
+// a page of work: the reader's cost per page is bounded by the block size,
+// whatever the page's stream produces.
+func TestDumpRefusesDecompressionBomb(t *testing.T) {
+	d, err := openBytes(t, zstdBombDump())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	page := make([]byte, 4096)
+	for pfn := uint64(0); pfn < 64; pfn += 8 {
+		want := fmt.Sprintf("pfn %#x: zstd: page decompresses to more than 4096 bytes", pfn)
+		if err := d.ReadPage(pfn, page); err == nil || err.Error() != want {
+			t.Errorf("pfn %d: %v, want %q", pfn, err, want)
+		}
+	}
+}
+
+// memDump is a dump held in memory, for the fuzz target: no file to write
+// and remove per input.
+type memDump struct{ *bytes.Reader }
+
+func (memDump) Close() error { return nil }
+
 func openBytes(t testing.TB, b []byte) (*Dump, error) {
 	path := filepath.Join(t.TempDir(), "dump")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -76,7 +132,7 @@ func FuzzOpenDump(f *testing.F) {
 	f.Add(smallDump(f))
 	f.Add(smallDump(f)[:5000])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := openBytes(t, b)
+		d, err := readDump(memDump{bytes.NewReader(b)}, int64(len(b)))
 		if err != nil {
 			return
 		}

@@ -20,8 +20,11 @@ type Memory interface {
 	// Pfns returns one past the highest pfn of the machine.
 	Pfns() uint64
 	// Bitmaps returns the 1st bitmap (pfns present) and the 2nd as far as
-	// the input decides it (pfns with data), cut at maxMapnr.
-	Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap)
+	// the input decides it (pfns with data), cut at maxMapnr. countPartial
+	// says whether a PT_LOAD's partial last page is present (makedumpfile's
+	// one-cycle builder) or not (its cyclic one); a dump's bitmaps are
+	// what they are.
+	Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap)
 	// ReadPhys reads physical memory; what the input does not hold reads
 	// as zeros. Safe for concurrent use.
 	ReadPhys(paddr uint64, p []byte) error
@@ -52,11 +55,27 @@ func OpenMemory(path string) (Memory, error) {
 	case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
 		return nil, err
 	case bytes.HasPrefix(magic[:], []byte("KDUMP   ")) || bytes.HasPrefix(magic[:], []byte("DISKDUMP")):
-		return OpenDump(path)
+		return openSupportedDump(path)
 	case bytes.HasPrefix(magic[:], []byte("makedumpfile")):
 		return openFlattened(path)
 	}
 	return Open(path)
+}
+
+// openSupportedDump opens a dump to be dumped again (refiltered, another
+// codec), refusing one of an architecture or page size pagepipe does not
+// dump. (OpenDump itself opens any dump: inspect and the reassembler only
+// read its headers or copy it.)
+func openSupportedDump(path string) (*Dump, error) {
+	d, err := OpenDump(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkArch(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
 }
 
 // openFlattened rebuilds a flattened dump into a temporary file (in
@@ -81,6 +100,12 @@ func openFlattened(path string) (Memory, error) {
 		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
 	}
 	d, err := OpenDump(name)
+	if err == nil {
+		if err = d.checkArch(); err != nil {
+			d.Close()
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	if err != nil {
 		os.Remove(name)
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -19,7 +20,27 @@ type Vmcore struct {
 	f       *os.File
 	size    int64
 	extents []extent
+	maps    MapStats
 }
+
+// MapStats counts how the readers' mmap windows fared: Windows mapped,
+// and Failed maps, whose bytes were read with pread instead (that window
+// only: the next one is mapped again). FirstError is the first failure.
+type MapStats struct {
+	Windows, Failed atomic.Uint64
+	firstErr        atomic.Pointer[error]
+}
+
+// FirstError is the first map failure, or nil.
+func (s *MapStats) FirstError() error {
+	if p := s.firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// MapStats is what the readers' mmap windows did so far.
+func (v *Vmcore) MapStats() *MapStats { return &v.maps }
 
 // extent is a run of pfns [start, end) whose pages lie whole and contiguous
 // in the file from off on. Pages outside every extent (a partial last page,
@@ -102,32 +123,28 @@ func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
 
 // Bitmaps returns the 1st bitmap (pfns present in memory) and the start of
 // the 2nd (pfns with data in the file), exactly as makedumpfile 1.7.2 builds
-// them, found by running it on generated vmcores:
+// them:
 //
 //   - both take each PT_LOAD's pfns from the page holding p_paddr up to
 //     the last whole page of p_paddr+p_memsz;
-//   - the 1st bitmap also takes a segment's partial last page, but only
-//     when the highest segment end of all is page aligned (makedumpfile
-//     then builds it from a bitmap file that accounts for partial pages;
-//     otherwise from memory holes, rounding down);
+//   - with countPartial the 1st bitmap also takes a segment's partial last
+//     page, as makedumpfile's one-cycle builder (create_1st_bitmap_file)
+//     does; its cyclic one (create_bitmap_from_memhole) rounds down.
+//     Which one it runs depends on the machine and the command line
+//     (filter.Cycle); kexec-tools' /proc/vmcore has such a page at the end
+//     of low RAM, 0x9fc00;
 //   - the 2nd bitmap leaves out the pages from the one holding
 //     p_paddr+p_filesz to the end of p_memsz, which have no data.
 //
-// Real /proc/vmcore segments are page aligned, where all of this agrees.
-//
 // maxMapnr (at most in.MaxMapnr) cuts both bitmaps: makedumpfile lowers it
 // to the end of the kernel's mem_map when it finds one.
-func (in *Info) Bitmaps(maxMapnr uint64) (present, dumpable *bitmap.Bitmap) {
+func (in *Info) Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap) {
 	maxMapnr = min(maxMapnr, in.MaxMapnr)
 	present, dumpable = bitmap.New(maxMapnr), bitmap.New(maxMapnr)
-	var maxEnd uint64
-	for _, l := range in.Loads {
-		maxEnd = max(maxEnd, l.Paddr+l.MemSize)
-	}
 	for _, l := range in.Loads {
 		start, end := l.Paddr/PageSize, (l.Paddr+l.MemSize)/PageSize
 		dumpable.SetRange(start, end)
-		if (l.Paddr+l.MemSize)%PageSize != 0 && maxEnd%PageSize == 0 {
+		if countPartial && (l.Paddr+l.MemSize)%PageSize != 0 {
 			end++
 		}
 		present.SetRange(start, end)
@@ -269,9 +286,15 @@ func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
 		return r.buf[:n], nil
 	}
 	if r.win == nil || off < r.winOff || off+uint64(n) > r.winOff+uint64(len(r.win)) {
-		if err := r.remap(off, uint64(n)); err != nil {
-			r.useMmap = false // makedumpfile, too, falls back to read()
-			return r.Slice(paddr, n)
+		if err := r.remap(e, off, uint64(n)); err != nil {
+			// Read what this window would have held; the next one is
+			// mapped again (makedumpfile, too, falls back to read()).
+			r.v.maps.Failed.Add(1)
+			r.v.maps.firstErr.CompareAndSwap(nil, &err)
+			if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
+				return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
+			}
+			return r.buf[:n], nil
 		}
 	}
 	return r.win[off-r.winOff : off-r.winOff+uint64(n)], nil
@@ -298,21 +321,34 @@ func (r *PageReader) buffer(n int) []byte {
 
 var errNoMap = errors.New("cannot map")
 
-func (r *PageReader) remap(off, n uint64) error {
+// remap maps a window of the file holding [off, off+n), which lies in
+// extent e: mapSize bytes from off's page, but never past the end of e's
+// file data. A window that ran on into the next PT_LOAD's bytes would make
+// the kernel's mmap_vmcore remap it piece by piece from different old
+// memory, which fails (EAGAIN) when another worker maps the same memory
+// with another memory type, or maps it uncached. If the window cannot be
+// mapped, the smallest one that holds the range is tried before giving up.
+func (r *PageReader) remap(e extent, off, n uint64) error {
 	r.unmap()
-	start := off &^ (uint64(os.Getpagesize()) - 1)
-	length := max(r.mapSize, off+n-start)
-	length = min(length, uint64(r.v.size)-start)
-	if length < off+n-start {
+	osPage := uint64(os.Getpagesize())
+	start := off &^ (osPage - 1)
+	end := e.off + (e.end-e.start)*PageSize // e's file data end
+	end = min((end+osPage-1)&^(osPage-1), uint64(r.v.size))
+	need := off + n
+	if need > end {
 		return errNoMap
 	}
-	w, err := unix.Mmap(int(r.v.f.Fd()), int64(start), int(length), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE)
-	if err != nil {
-		return err
+	var err error
+	for _, stop := range []uint64{min(start+max(r.mapSize, need-start), end), min((need+osPage-1)&^(osPage-1), end)} {
+		var w []byte
+		if w, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
+			_ = unix.Madvise(w, unix.MADV_SEQUENTIAL)
+			r.win, r.winOff = w, start
+			r.v.maps.Windows.Add(1)
+			return nil
+		}
 	}
-	_ = unix.Madvise(w, unix.MADV_SEQUENTIAL)
-	r.win, r.winOff = w, start
-	return nil
+	return err
 }
 
 func (r *PageReader) unmap() {

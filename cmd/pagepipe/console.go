@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
-	"pagepipe/kernel"
+	"pagepipe/dump"
 )
 
 // Message-level bits, as makedumpfile's print_info.h.
@@ -28,6 +27,7 @@ type console struct {
 	// tty: the progress line is redrawn with \r; otherwise each update is
 	// its own line (serial consoles, journald).
 	tty bool
+	cur *progress // the step begun last
 }
 
 func (c *console) msg(format string, a ...any) {
@@ -176,31 +176,39 @@ func debugHeader(c *console, args []string) {
 	c.debug("command line: %s \n\n", strings.Join(append([]string{progName}, args...), " "))
 }
 
-// Kernel releases whose memory layout pagepipe knows (its tests run 4.19 to
-// 6.12 layouts); makedumpfile has the same check against its own table
-// (1.7.2's ends before 6.1).
-var (
-	oldestKernel = [3]int{2, 6, 15}
-	latestKernel = [3]int{6, 12, 1 << 20}
-)
+// The console is the dump's Events: makedumpfile's progress lines, STEP
+// timings and messages, each on the stream makedumpfile uses.
 
-// warnKernelVersion prints makedumpfile's two common lines for a kernel
-// release outside the supported range.
-func warnKernelVersion(c *console, release string) {
-	v, err := kernel.ParseVersion(release)
-	if err != nil {
-		return
+// Begin starts a step's progress line.
+func (c *console) Begin(label string, total uint64) func(done uint64) {
+	c.cur = c.newProgress(label, total)
+	return c.cur.update
+}
+
+// End draws the step's final (100 %) progress line, then its STEP timing
+// when it is timed. A step that was not begun (the filter pass's two) gets
+// a line without throughput.
+func (c *console) End(label string, took time.Duration) {
+	p := c.cur
+	if p == nil || p.label != label {
+		p = c.newProgress(label, 1)
+		p.noRate = true
 	}
-	cur := []int{v.Major, v.Minor, v.Patch}
-	if slices.Compare(cur, oldestKernel[:]) < 0 || slices.Compare(latestKernel[:], cur) < 0 {
-		c.msg("The kernel version is not supported.\n")
-		c.msg("The %s operation may be incomplete.\n", progName)
+	c.cur = nil
+	p.finish()
+	if took > 0 {
+		c.step(label, took)
 	}
 }
 
-// stepDone draws the final (100 %) progress line of a step that has ended.
-func (c *console) stepDone(label string) {
-	p := c.newProgress(label, 1)
-	p.noRate = true
-	p.finish()
+// Notef prints a message of its class.
+func (c *console) Notef(class dump.Class, format string, a ...any) {
+	switch class {
+	case dump.Common:
+		c.msg(format, a...)
+	case dump.Debug:
+		c.debug(format, a...)
+	case dump.Report:
+		c.report(format, a...)
+	}
 }

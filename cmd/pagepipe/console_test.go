@@ -1,29 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 )
-
-// The unsupported-kernel warning is makedumpfile's two common lines, for
-// releases outside 2.6.15 to 6.12.
-func TestWarnKernelVersion(t *testing.T) {
-	for release, warn := range map[string]bool{
-		"6.1.0-57-amd64": false, "4.19.0": false, "6.12.48+deb13-amd64": false, "2.6.15": false,
-		"6.13.0": true, "7.0": true, "2.6.14-1": true, "garbage": false,
-	} {
-		var out bytes.Buffer
-		c := &console{level: 7, stdout: &out, stderr: &out}
-		warnKernelVersion(c, release)
-		want := ""
-		if warn {
-			want = "The kernel version is not supported.\nThe " + progName + " operation may be incomplete.\n"
-		}
-		if out.String() != want {
-			t.Errorf("%s: %q, want %q", release, out.String(), want)
-		}
-	}
-}
 
 // Command-line errors print what makedumpfile prints, on its streams.
 func TestUsageErrorsAsMakedumpfile(t *testing.T) {

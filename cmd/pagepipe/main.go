@@ -4,7 +4,9 @@
 //
 //	pagepipe [-c|-l|-p|-z|--lz4] [-d LEVEL] [--num-threads N] VMCORE DUMPFILE
 //
-// and subcommands of its own: inspect, verify, gen-vmcore, bench.
+// and subcommands of its own: inspect and verify. It is the binary a
+// capture kernel's initramfs carries, so it holds nothing else: the bench
+// and the vmcore generator are cmd/pagepipe-bench.
 package main
 
 import (
@@ -20,6 +22,9 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"pagepipe/dump"
+	"pagepipe/internal/cpuset"
 )
 
 const version = "0.1.0"
@@ -46,16 +51,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "inspect":
-			return runInspect(args[1:], stdout, stderr)
+			if len(args) != 2 {
+				fmt.Fprintln(stderr, "usage: pagepipe inspect DUMPFILE")
+				return exitFailed
+			}
+			return tool(stderr, dump.Inspect(stdout, args[1]))
 		case "verify":
-			return runVerify(args[1:], stdout, stderr)
-		case "gen-vmcore":
-			return runGenVmcore(args[1:], stdout, stderr)
-		case "bench":
-			return runBench(args[1:], stdout, stderr)
+			if len(args) != 3 {
+				fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE")
+				return exitFailed
+			}
+			return tool(stderr, dump.Verify(stdout, args[1], args[2]))
 		}
 	}
 	return runDump(args, stdin, stdout, stderr)
+}
+
+// tool ends a subcommand: its error in one line on stderr, exit 1.
+func tool(stderr io.Writer, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		return exitFailed
+	}
+	return exitOK
 }
 
 func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -97,7 +115,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(o.args) != want {
 		return usageError(c, fmt.Errorf("%w: need %s, got %d arguments", errUsage, what, len(o.args)))
 	}
-	if err := confineCPUs(o.cpus); err != nil {
+	if err := cpuset.Confine(o.cpus); err != nil {
 		return fail(c, err)
 	}
 	noteNoops(c, o)
@@ -105,7 +123,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if o.rearrange {
-		if err := rearrange(stdin, o.args[0], o.force); err != nil {
+		if err := dump.Rearrange(stdin, o.args[0], o.force); err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
@@ -114,7 +132,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.reassemble {
 		out := o.args[len(o.args)-1]
-		if err := reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
+		if err := dump.Reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", out)
@@ -122,12 +140,16 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if o.dumpDmesg {
-		if err := dumpDmesg(o, c, stdout); err != nil {
-			return fail(c, err)
-		}
+		d := dump.DmesgOptions{Input: o.args[0], VMCOREINFOFile: o.vmcoreinfo, Force: o.force, Partial: o.partialDmesg,
+			CallerID: o.dmesgFormat == dmesgCallerID, Program: progName}
 		logfile := "STDOUT"
-		if !o.flatten {
-			logfile = o.args[1]
+		if o.flatten {
+			d.Stream = stdout
+		} else {
+			d.Log, logfile = o.args[1], o.args[1]
+		}
+		if err := dump.Dmesg(d, c); err != nil {
+			return fail(c, err)
 		}
 		c.msg("\nThe dmesg log is saved to %s.\n", logfile)
 		c.msg("\n%s Completed.\n", progName)
@@ -135,34 +157,35 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
-		if err == nil {
-			_ = pprof.StartCPUProfile(f)
-			defer pprof.StopCPUProfile()
+		if err != nil {
+			return fail(c, fmt.Errorf("--cpuprofile: %w", err))
 		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(c, fmt.Errorf("--cpuprofile: %w", err))
+		}
+		defer pprof.StopCPUProfile()
 	}
-	job := &dumpJob{opts: o, con: c, vmcore: o.args[0], stdout: stdout}
-	if o.flatten {
-		job.out = "STDOUT"
-	} else {
-		job.out = o.args[1]
-	}
+	d := o.dumpOptions(stdout)
 	ctx, stop := stopOnSignals(c)
 	defer stop()
-	if err := job.run(ctx); err != nil {
+	res, err := dump.Run(ctx, d, c)
+	if err != nil {
 		return fail(c, err)
 	}
+	c.printReport(res)
 	if o.statsFile != "" {
-		if err := writeStats(o.statsFile, job); err != nil {
+		if err := dump.WriteStats(o.statsFile, res.Stats()); err != nil {
 			return fail(c, err)
 		}
 	}
 	if o.cpus != "" {
-		c.debug("%s\n", cpuReport())
+		c.debug("%s\n", cpuset.Report())
 	}
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
 	} else {
-		c.msg("\nThe dumpfile is saved to %s.\n", job.out)
+		c.msg("\nThe dumpfile is saved to %s.\n", o.outName())
 	}
 	c.msg("\n%s Completed.\n", progName)
 	return exitOK
@@ -204,10 +227,10 @@ func noteNoops(c *console, o *options) {
 		c.debug("-b %d: accepted, no effect (pagepipe writes in 1 MiB pieces)\n", o.blockOrder)
 	}
 	if o.cyclicBufferKB != 0 {
-		c.debug("--cyclic-buffer %d: accepted, no effect (the bitmaps are kept in memory, at most 2 bits per page)\n", o.cyclicBufferKB)
+		c.debug("--cyclic-buffer %d: the bitmaps are kept in memory (at most 2 bits per page), built as makedumpfile builds them in cycles\n", o.cyclicBufferKB)
 	}
 	if o.workDir != "" {
-		c.debug("--work-dir %s: accepted, no effect (bitmaps are kept in memory)\n", o.workDir)
+		c.debug("--work-dir %s: the bitmaps are kept in memory, built as makedumpfile builds them in one cycle\n", o.workDir)
 	}
 	if o.nonMmap {
 		c.debug("--non-mmap: reading the vmcore with pread\n")
@@ -226,11 +249,11 @@ func joinNames(names []string) string {
 // exit code: 2 when the -i file is for another kernel, else 1.
 func fail(c *console, err error) int {
 	c.errorf("pagepipe: %s\n", oneLine(err))
-	if errors.Is(err, errIncomplete) {
+	if errors.Is(err, dump.ErrIncomplete) {
 		c.msg("This is an incomplete dumpfile, but might analyzable.\n") // makedumpfile's words
 	}
 	c.msg("\n%s Failed.\n", progName)
-	if errors.Is(err, errWrongRelease) {
+	if errors.Is(err, dump.ErrWrongRelease) {
 		return exitWrongRelease
 	}
 	return exitFailed
@@ -243,7 +266,7 @@ func isTerminal(w io.Writer) bool {
 
 func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "pagepipe: version %s (a makedumpfile-compatible dump writer)\n\n", version)
-	fmt.Fprintf(w, "codecs: %s (all built in)\n", strings.Join(codecNames(), ", "))
+	fmt.Fprintf(w, "codecs: %s (all built in)\n", strings.Join(dump.CodecNames(), ", "))
 }
 
 func printUsage(w io.Writer) {
@@ -253,8 +276,6 @@ Usage:
   pagepipe [-c|-l|-p|-z|--lz4] [-d DUMP_LEVEL] [--num-threads N] [OPTION]... VMCORE DUMPFILE
   pagepipe inspect DUMPFILE
   pagepipe verify VMCORE DUMPFILE
-  pagepipe gen-vmcore [--size MIB] [--seed N] OUTPUT
-  pagepipe bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile] [--out DIR] VMCORE
 
 Options (makedumpfile's):
   -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)

@@ -3,21 +3,21 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"pagepipe/codec"
-	"pagepipe/filter"
-	"pagepipe/kdumpfmt"
+	"pagepipe/dump"
 )
 
 // options are makedumpfile's command line, plus pagepipe's own.
 type options struct {
-	compress     uint32 // page flag of the chosen codec; 0 = none
-	levels       []filter.Level
+	compress     string // the chosen codec's name; "" = none
+	levels       []dump.Level
 	force        bool
 	threads      int
 	mapSizeKiB   int
@@ -49,14 +49,35 @@ type options struct {
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
+	dmesgFormat    string // --dmesg-format: "1.7.5" (caller id column) or "1.7.2"
 	args           []string
+}
+
+// The --dump-dmesg formats, named after the makedumpfile release that
+// writes them: 1.7.5 added a caller-id column ("[    0.000000] [      T0]
+// Linux version …") for kernels that export printk_info.caller_id (every
+// 5.10+ kernel), which Debian 13, sid, Fedora and RHEL ship; Debian 12's
+// kdump-tools still runs 1.7.2. The default can be set in the environment
+// (for instance exported from /etc/default/kdump-tools), since distribution
+// scripts call --dump-dmesg with no options of their own.
+const (
+	dmesgCallerID  = "1.7.5"
+	dmesgClassic   = "1.7.2"
+	dmesgFormatEnv = "PAGEPIPE_DMESG_FORMAT"
+)
+
+func dmesgFormatDefault() string {
+	if f := os.Getenv(dmesgFormatEnv); f != "" {
+		return f
+	}
+	return dmesgCallerID
 }
 
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
 // so the one given last wins, as in makedumpfile.
 type compressFlag struct {
-	o    *options
-	flag uint32
+	o     *options
+	codec string
 }
 
 func (c compressFlag) String() string   { return "false" }
@@ -64,7 +85,7 @@ func (c compressFlag) Type() string     { return "bool" }
 func (c compressFlag) IsBoolFlag() bool { return true }
 func (c compressFlag) Set(v string) error {
 	if v == "true" {
-		c.o.compress = c.flag
+		c.o.compress = c.codec
 	}
 	return nil
 }
@@ -114,20 +135,20 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.SortFlags = false
 	for _, c := range []struct {
 		short, long string
-		flag        uint32
+		codec       string
 		usage       string
 	}{
-		{"c", "", kdumpfmt.StatusZlib, "compress pages with zlib"},
-		{"l", "", kdumpfmt.StatusLZO, "compress pages with lzo"},
-		{"p", "", kdumpfmt.StatusSnappy, "compress pages with snappy"},
-		{"z", "", kdumpfmt.StatusZstd, "compress pages with zstd"},
-		{"", "lz4", kdumpfmt.StatusLZ4, "compress pages with lz4 (pagepipe extension)"},
+		{"c", "", "zlib", "compress pages with zlib"},
+		{"l", "", "lzo", "compress pages with lzo"},
+		{"p", "", "snappy", "compress pages with snappy"},
+		{"z", "", "zstd", "compress pages with zstd"},
+		{"", "lz4", "lz4", "compress pages with lz4 (pagepipe extension)"},
 	} {
 		name := c.long
 		if name == "" {
 			name = "compress-" + c.short // pflag needs a long name; it stays hidden
 		}
-		f := fs.VarPF(compressFlag{o, c.flag}, name, c.short, c.usage)
+		f := fs.VarPF(compressFlag{o, c.codec}, name, c.short, c.usage)
 		f.NoOptDefVal = "true"
 		f.Hidden = c.long == ""
 	}
@@ -148,6 +169,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
 	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
@@ -222,7 +244,7 @@ func parseOptions(args []string) (*options, error) {
 		return o, &levelError{"Message_level", strconv.Itoa(o.msgLevel)}
 	}
 	d := fs.Lookup("dump-level").Value.String()
-	if o.levels, err = filter.ParseLevels(d); err != nil {
+	if o.levels, err = dump.ParseLevels(d); err != nil {
 		return o, &levelError{"Dump_level", d}
 	}
 	o.mapSizeSet = fs.Changed("map-size")
@@ -240,6 +262,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.threads < 0 {
 		return o, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
 	}
+	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
+		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
+	}
 	if o.debug {
 		o.msgLevel |= 8
 	}
@@ -249,15 +274,65 @@ func parseOptions(args []string) (*options, error) {
 	if o.threads == 0 {
 		o.threads = runtime.GOMAXPROCS(0)
 	}
-	if err := checkELFOptions(o); err != nil {
-		return o, err
+	if o.elf && o.split {
+		return o, fmt.Errorf("%w: --split cannot be used with -E", errUsage)
 	}
-	if o.compress != 0 {
-		if _, err := codec.ByFlag(o.compress); err != nil {
-			return o, err
-		}
+	if err := o.dumpOptions(nil).Check(); err != nil {
+		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return o, nil
+}
+
+// outName is the dump's output as the messages name it.
+func (o *options) outName() string {
+	if o.flatten {
+		return "STDOUT"
+	}
+	return o.args[1]
+}
+
+// dumpOptions is the dump the command line asks for; stdout gets a
+// flattened stream (-F).
+func (o *options) dumpOptions(stdout io.Writer) dump.Options {
+	d := dump.Options{
+		VMCOREINFOFile:  o.vmcoreinfo,
+		Levels:          o.levels,
+		Codec:           o.compress,
+		Workers:         o.threads,
+		MapSize:         o.mapSizeKiB << 10,
+		ZeroUnreadable:  o.zeroUnreadable,
+		WorkDir:         o.workDir != "",
+		CyclicBufferKiB: o.cyclicBufferKB,
+		Program:         progName,
+		Out: dump.Output{
+			Force:         o.force,
+			DryRun:        o.dryRun,
+			SizeLimit:     o.sizeLimit,
+			SplitBlockKiB: o.splitblockKB,
+		},
+	}
+	switch {
+	case o.nonMmap:
+		d.Mmap = dump.MmapOff
+	case o.mapSizeSet:
+		d.Mmap = dump.MmapOn
+	}
+	switch {
+	case o.elf:
+		d.Out.Shape = dump.ELF
+	case o.split:
+		d.Out.Shape = dump.Split
+	}
+	if len(o.args) > 0 {
+		d.Input = o.args[0]
+	}
+	switch {
+	case o.flatten:
+		d.Out.Stream = stdout
+	case len(o.args) > 1:
+		d.Out.Paths = o.args[1:]
+	}
+	return d
 }
 
 // memparse reads a size with an optional K, M or G suffix (powers of 1024),

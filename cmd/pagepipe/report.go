@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"pagepipe/filter"
+	"pagepipe/dump"
 )
 
 // step prints makedumpfile's STEP timing line (report level).
@@ -11,27 +11,21 @@ func (c *console) step(label string, d time.Duration) {
 	c.report("STEP [%-27s] : %f seconds\n", label, d.Seconds())
 }
 
-// elfCounts are the two extra lines of an ELF dump's report: pages left out
-// of the file (runs of 256 or more) and pages written.
-type elfCounts struct{ excluded, inFile uint64 }
-
 // printReport prints the excluded-pages report in makedumpfile's format
-// (message-level bit 16, --show-stats); zeros are the zero pages the copy
-// (or zero) pass found, elf is non-nil for an ELF dump.
-func (c *console) printReport(plan *filter.Plan, zeros uint64, elf *elfCounts, written uint64) {
+// (message-level bit 16, --show-stats).
+func (c *console) printReport(r dump.Result) {
 	if c.level&mlReport == 0 {
 		return
 	}
-	maxMapnr := plan.Present.Len()
-	original := plan.Present.Count(0, maxMapnr)
-	ex := plan.Excluded
-	ex.Zero = zeros
+	maxMapnr, original := r.Pages.Total, r.Pages.Original
+	ex := r.Pages.Excluded
 	excluded := ex.Total()
+	elf := r.ELF
 	c.report("\n")
 	c.report("Original pages  : 0x%016x\n", original)
 	c.report("  Excluded pages   : 0x%016x\n", excluded)
 	if elf != nil {
-		c.report("     in ELF format : 0x%016x\n", elf.excluded)
+		c.report("     in ELF format : 0x%016x\n", elf.Excluded)
 	}
 	c.report("    Pages filled with zero  : 0x%016x\n", ex.Zero)
 	c.report("    Non-private cache pages : 0x%016x\n", ex.Cache)
@@ -42,7 +36,7 @@ func (c *console) printReport(plan *filter.Plan, zeros uint64, elf *elfCounts, w
 	c.report("    Offline pages           : 0x%016x\n", ex.Offline)
 	c.report("  Remaining pages  : 0x%016x\n", original-excluded)
 	if elf != nil {
-		c.report("     in ELF format : 0x%016x\n", elf.inFile)
+		c.report("     in ELF format : 0x%016x\n", elf.InFile)
 	}
 	if original > 0 {
 		c.report("  (The number of pages is reduced to %d%%.)\n", (original-excluded)*100/original)
@@ -50,6 +44,6 @@ func (c *console) printReport(plan *filter.Plan, zeros uint64, elf *elfCounts, w
 	c.report("Memory Hole     : 0x%016x\n", maxMapnr-original)
 	c.report("--------------------------------------------------\n")
 	c.report("Total pages     : 0x%016x\n", maxMapnr)
-	c.report("Write bytes     : %d\n", written)
+	c.report("Write bytes     : %d\n", r.Written)
 	c.report("\n")
 }

@@ -52,14 +52,15 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 				}
 
 				// makedumpfile's reassembly of its own files is the reference:
-				// the unsplit dump, except on the one shape where the split
-				// files' 1st bitmap lacks a partial page that the unsplit
-				// dump's has (see splitPresent), and the reassembled dump
-				// keeps the split files' bitmap.
+				// the unsplit dump, except where the unsplit dump's 1st bitmap
+				// holds a partial last page (its bitmaps fit one cycle) that
+				// the split files' lacks (a split is built in cycles: see
+				// filter.Cycle), and the reassembled dump keeps the split
+				// files' bitmap.
 				ref := filepath.Join(sub, "mdf-re")
 				judge.Makedumpfile(t, append(append([]string{"--reassemble"}, theirs...), ref)...)
 				want := readFile(t, ref)
-				if whole := readFile(t, whole); !bytes.Equal(want, whole) && name != "unaligned" {
+				if whole := readFile(t, whole); !bytes.Equal(want, whole) && !(s.MaxMapnr()%4 == 0 && hasPartialEnd(s)) {
 					t.Fatalf("makedumpfile --reassemble differs from the unsplit dump: %s", judge.FirstDiff(want, whole))
 				}
 				rev := slices.Clone(ours)
@@ -74,6 +75,16 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 			})
 		}
 	}
+}
+
+// hasPartialEnd tells whether a segment of s ends mid-page.
+func hasPartialEnd(s synth.Spec) bool {
+	for _, g := range s.Segments {
+		if (g.Paddr+g.MemSize)%synth.PageSize != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // The split files come out the same for any number of workers.

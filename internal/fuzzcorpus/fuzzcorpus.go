@@ -12,6 +12,9 @@
 //
 // (make fuzz-corpus does it for every package). Files not named seed-*,
 // such as the inputs the fuzzer found and saved there, are left alone.
+//
+// The package's own tests also cover scripts/fuzz.sh, which make fuzz runs
+// for every target.
 package fuzzcorpus
 
 import (

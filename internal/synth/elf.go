@@ -72,11 +72,12 @@ func GeometryOf(s Spec) (Geometry, error) {
 		VMCOREINFOOff: -1,
 	}
 	g.Xnum = s.PNXnum || g.PhNum >= pnXnum
+	ehsz, phsz := s.Arch.elfSizes()
 	var off int64
 	switch s.Layout {
 	case ProcVmcore:
-		g.PhOff = ehdrSize
-		off = ehdrSize + int64(g.PhNum)*phdrSize
+		g.PhOff = ehsz
+		off = ehsz + int64(g.PhNum)*phsz
 		if g.Xnum {
 			g.ShOff, g.ShNum = off, 1
 			off += shdrSize
@@ -99,7 +100,7 @@ func GeometryOf(s Spec) (Geometry, error) {
 	case QEMU:
 		g.ShOff, g.ShNum = ehdrSize, 2
 		g.PhOff = ehdrSize + 2*shdrSize
-		g.NoteOff = g.PhOff + int64(g.PhNum)*phdrSize
+		g.NoteOff = g.PhOff + int64(g.PhNum)*phsz
 		off = g.NoteOff + g.NoteSize
 		for i, sg := range s.Segments {
 			g.LoadOff[i] = off
@@ -116,42 +117,56 @@ func GeometryOf(s Spec) (Geometry, error) {
 }
 
 // headers returns bytes [0, n) of the file: ELF header, section headers
-// and program headers, with whatever padding lies between them.
+// and program headers, with whatever padding lies between them, in the
+// class and byte order of the spec's architecture.
 func headers(s *Spec, g *Geometry) []byte {
-	end := g.PhOff + int64(g.PhNum)*phdrSize
+	e := newELFEncoder(s.Arch)
+	end := g.PhOff + int64(g.PhNum)*e.phsz
 	if g.ShNum > 0 {
-		end = max(end, g.ShOff+int64(g.ShNum)*shdrSize)
+		end = max(end, g.ShOff+int64(g.ShNum)*e.shsz)
 	}
 	b := make([]byte, end)
-	le := binary.LittleEndian
+	o := e.order
 
 	copy(b, "\x7fELF")
 	b[4] = 2 // ELFCLASS64
+	if e.class32 {
+		b[4] = 1 // ELFCLASS32
+	}
 	b[5] = 1 // ELFDATA2LSB
+	if o.String() == binary.BigEndian.String() {
+		b[5] = 2 // ELFDATA2MSB
+	}
 	b[6] = 1 // EV_CURRENT
-	le.PutUint16(b[16:], etCore)
-	le.PutUint16(b[18:], emX86_64)
-	le.PutUint32(b[20:], 1)
-	le.PutUint64(b[32:], uint64(g.PhOff))
-	le.PutUint64(b[40:], uint64(g.ShOff))
-	ehsize := uint16(ehdrSize)
+	o.PutUint16(b[16:], etCore)
+	o.PutUint16(b[18:], s.Arch.info().machine)
+	o.PutUint32(b[20:], 1)
+	// The fields after e_version: e_entry, e_phoff and e_shoff are words
+	// of the class, the rest the same in both classes.
+	h := b[24:]
+	h = e.putWord(h[e.word():], uint64(g.PhOff)) // e_entry (0) skipped
+	h = e.putWord(h, uint64(g.ShOff))
+	h = h[4:] // e_flags
+	ehsize := uint16(e.ehsz)
 	if s.Layout == QEMU {
 		ehsize = 8 // QEMU 7.2 stores sizeof a pointer here
 	}
-	le.PutUint16(b[52:], ehsize)
-	le.PutUint16(b[54:], phdrSize)
+	o.PutUint16(h[0:], ehsize)
+	o.PutUint16(h[2:], uint16(e.phsz))
 	phnum := uint16(g.PhNum)
 	if g.Xnum {
 		phnum = pnXnum
 	}
-	le.PutUint16(b[56:], phnum)
+	o.PutUint16(h[4:], phnum)
 	if g.ShNum > 0 {
-		le.PutUint16(b[58:], shdrSize)
+		o.PutUint16(h[6:], uint16(e.shsz))
 	}
-	le.PutUint16(b[60:], uint16(g.ShNum))
+	o.PutUint16(h[8:], uint16(g.ShNum))
+	var shstrndx uint16
 	if s.Layout == QEMU {
-		le.PutUint16(b[62:], 1) // e_shstrndx
+		shstrndx = 1
 	}
+	o.PutUint16(h[10:], shstrndx)
 
 	if g.ShNum > 0 {
 		// Section header 0: all zero but sh_info (and, as the kernel's
@@ -159,40 +174,93 @@ func headers(s *Spec, g *Geometry) []byte {
 		// e_shstrndx when numbering is extended).
 		sh := b[g.ShOff:]
 		if g.Xnum {
-			le.PutUint64(sh[32:], uint64(g.ShNum))
-			le.PutUint32(sh[40:], uint32(le.Uint16(b[62:])))
-			le.PutUint32(sh[44:], uint32(g.PhNum))
+			e.shdr(sh, 0, 0, 0, uint64(g.ShNum), uint32(shstrndx), uint32(g.PhNum), 0)
 		}
 		if s.Layout == QEMU {
-			sh = sh[shdrSize:]
-			le.PutUint32(sh[0:], 1) // sh_name: ".shstrtab" at 1
-			le.PutUint32(sh[4:], shtStrab)
-			le.PutUint64(sh[24:], uint64(g.StrtabOff))
-			le.PutUint64(sh[32:], uint64(len(shstrtab)))
-			le.PutUint64(sh[48:], 1) // sh_addralign
+			// sh_name: ".shstrtab" at 1
+			e.shdr(sh[e.shsz:], 1, shtStrab, uint64(g.StrtabOff), uint64(len(shstrtab)), 0, 0, 1)
 		}
 	}
 
 	ph := b[g.PhOff:]
-	le.PutUint32(ph[0:], ptNote)
-	le.PutUint64(ph[8:], uint64(g.NoteOff))
-	le.PutUint64(ph[32:], uint64(g.NoteSize))
-	le.PutUint64(ph[40:], uint64(g.NoteSize))
+	e.phdr(ph, ptNote, 0, uint64(g.NoteOff), 0, 0, uint64(g.NoteSize), uint64(g.NoteSize))
 	var flags uint32 = 7 // RWX, as kexec-tools writes; QEMU leaves 0
 	if s.Layout == QEMU {
 		flags = 0
 	}
 	for i, sg := range s.Segments {
-		ph = ph[phdrSize:]
-		le.PutUint32(ph[0:], ptLoad)
-		le.PutUint32(ph[4:], flags)
-		le.PutUint64(ph[8:], uint64(g.LoadOff[i]))
-		le.PutUint64(ph[16:], sg.Vaddr)
-		le.PutUint64(ph[24:], sg.Paddr)
-		le.PutUint64(ph[32:], sg.FileSize)
-		le.PutUint64(ph[40:], sg.MemSize)
+		ph = ph[e.phsz:]
+		e.phdr(ph, ptLoad, flags, uint64(g.LoadOff[i]), sg.Vaddr, sg.Paddr, sg.FileSize, sg.MemSize)
 	}
 	return b
+}
+
+// elfEncoder writes ELF structures in one class and byte order.
+type elfEncoder struct {
+	order            byteOrder
+	class32          bool
+	ehsz, phsz, shsz int64
+}
+
+func newELFEncoder(a Arch) elfEncoder {
+	e := elfEncoder{order: a.byteOrder(), class32: a.info().class32, shsz: shdrSize}
+	e.ehsz, e.phsz = a.elfSizes()
+	if e.class32 {
+		e.shsz = 40
+	}
+	return e
+}
+
+// word is the size of an address or offset in the class.
+func (e elfEncoder) word() int {
+	if e.class32 {
+		return 4
+	}
+	return 8
+}
+
+// putWord stores v as a word of the class at b and returns what follows.
+func (e elfEncoder) putWord(b []byte, v uint64) []byte {
+	if e.class32 {
+		e.order.PutUint32(b, uint32(v))
+		return b[4:]
+	}
+	e.order.PutUint64(b, v)
+	return b[8:]
+}
+
+// phdr writes a program header: Elf64_Phdr puts p_flags second,
+// Elf32_Phdr second to last.
+func (e elfEncoder) phdr(b []byte, typ, flags uint32, off, vaddr, paddr, filesz, memsz uint64) {
+	e.order.PutUint32(b, typ)
+	if e.class32 {
+		r := e.putWord(b[4:], off)
+		r = e.putWord(r, vaddr)
+		r = e.putWord(r, paddr)
+		r = e.putWord(r, filesz)
+		r = e.putWord(r, memsz)
+		e.order.PutUint32(r, flags)
+		return
+	}
+	e.order.PutUint32(b[4:], flags)
+	r := e.putWord(b[8:], off)
+	r = e.putWord(r, vaddr)
+	r = e.putWord(r, paddr)
+	r = e.putWord(r, filesz)
+	e.putWord(r, memsz)
+}
+
+// shdr writes the section header fields the generator uses (sh_flags and
+// sh_addr stay 0, sh_entsize too).
+func (e elfEncoder) shdr(b []byte, name, typ uint32, off, size uint64, link, info uint32, align uint64) {
+	e.order.PutUint32(b[0:], name)
+	e.order.PutUint32(b[4:], typ)
+	r := b[8+2*e.word():] // past sh_flags, sh_addr
+	r = e.putWord(r, off)
+	r = e.putWord(r, size)
+	e.order.PutUint32(r, link)
+	e.order.PutUint32(r[4:], info)
+	e.putWord(r[8:], align)
 }
 
 // NoteBytes returns the contents of the PT_NOTE segment: one NT_PRSTATUS
@@ -207,24 +275,35 @@ func NoteBytes(s Spec) []byte {
 // buildNotes returns the note bytes and the offset of the VMCOREINFO
 // desc in them (-1 when there is none).
 func buildNotes(s *Spec) ([]byte, int) {
-	n := s.CPUs * (12 + 8 + PrstatusSize)
+	prsz := s.Arch.info().prstatus
+	n := s.CPUs * (12 + 8 + prsz)
 	if s.ExtraNotes {
 		n += s.CPUs * (12 + 8 + QEMUCPUStateSize)
 	}
 	vmci := vmcoreinfoOf(s)
 	n += 12 + 12 + len(vmci) + 3
 	b := make([]byte, 0, n)
+	o := s.Arch.byteOrder()
 	for cpu := 0; cpu < s.CPUs; cpu++ {
-		b = appendNote(b, "CORE", NtPrstatus, prstatus(s.Seed, cpu))
+		desc := prstatus(s.Seed, cpu)
+		if s.Arch != X86_64 {
+			// Another architecture's registers: only the size is its own.
+			desc = make([]byte, prsz)
+			r := rng(key(s.Seed, uint64(cpu), saltNote))
+			for i := 0; i+8 <= len(desc); i += 8 {
+				o.PutUint64(desc[i:], r.next())
+			}
+		}
+		b = appendNote(b, o, "CORE", NtPrstatus, desc)
 	}
 	if s.ExtraNotes {
 		for cpu := 0; cpu < s.CPUs; cpu++ {
-			b = appendNote(b, "QEMU", 0, qemuCPUState(s.Seed, cpu))
+			b = appendNote(b, o, "QEMU", 0, qemuCPUState(s.Seed, cpu))
 		}
 	}
 	off := -1
 	if vmci != "" {
-		b = appendNote(b, "VMCOREINFO", 0, []byte(vmci))
+		b = appendNote(b, o, "VMCOREINFO", 0, []byte(vmci))
 		off = len(b) - pad4(len(vmci))
 	}
 	return b, off
@@ -232,13 +311,13 @@ func buildNotes(s *Spec) ([]byte, int) {
 
 func pad4(n int) int { return (n + 3) &^ 3 }
 
-// appendNote appends an Elf64_Nhdr, the NUL-terminated name and the desc,
-// each padded to 4 bytes (b's length is a multiple of 4 on entry).
-func appendNote(b []byte, name string, typ uint32, desc []byte) []byte {
-	le := binary.LittleEndian
-	b = le.AppendUint32(b, uint32(len(name)+1))
-	b = le.AppendUint32(b, uint32(len(desc)))
-	b = le.AppendUint32(b, typ)
+// appendNote appends a note header (Elf64_Nhdr and Elf32_Nhdr are alike)
+// in byte order o, the NUL-terminated name and the desc, each padded to 4
+// bytes (b's length is a multiple of 4 on entry).
+func appendNote(b []byte, o binary.AppendByteOrder, name string, typ uint32, desc []byte) []byte {
+	b = o.AppendUint32(b, uint32(len(name)+1))
+	b = o.AppendUint32(b, uint32(len(desc)))
+	b = o.AppendUint32(b, typ)
 	b = append(b, name...)
 	for len(b)%4 != 0 || b[len(b)-1] != 0 {
 		b = append(b, 0)

@@ -1,6 +1,9 @@
 package synth
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 const (
 	kib = 1 << 10
@@ -31,6 +34,12 @@ func ram(paddr, n uint64) Segment {
 //	qemu          QEMU's layout, with its "QEMU" notes and a BIOS ROM segment
 //	pnxnum        extended program header numbering (e_phnum = 0xffff)
 //	high-pfn      a segment at 64 GiB: a big, mostly empty bitmap
+//	kexec-0 … -3  /proc/vmcore as kexec-tools lays it out in a capture
+//	              kernel: the kernel-text segment first, low RAM ending
+//	              mid-page at 0x9fc00, a hole where the crashkernel
+//	              reservation is, and max_mapnr ≡ 0, 1, 2, 3 mod 4 (which
+//	              decides makedumpfile's bitmap mode, and with it the
+//	              partial page)
 func Shapes() map[string]Spec {
 	base := func(seed uint64, cpus int, segs ...Segment) Spec {
 		return Spec{
@@ -96,6 +105,9 @@ func Shapes() map[string]Spec {
 	pnx.PNXnum = true
 	m["pnxnum"] = pnx
 
+	for r := range uint64(4) {
+		m[fmt.Sprintf("kexec-%d", r)] = base(20+r, 2, Kexec(r)...)
+	}
 	m["high-pfn"] = base(13, 2, ram(0x1000, 0x9e000), ram(0x100000, 1*mib), ram(64*gib, 2*mib))
 	return m
 }
@@ -109,4 +121,15 @@ func ShapeNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Kexec returns the PT_LOADs of a small capture kernel's /proc/vmcore as
+// kexec-tools makes them, with max_mapnr ≡ residue mod 4: the kernel-text
+// segment first (aliasing RAM at 2 MiB), low RAM [0x1000, 0x9fc00) whose
+// last page is partial, RAM from 1 MiB up to the crashkernel reservation
+// (6 MiB here), none over the reservation, and RAM from 8 MiB to 12 MiB
+// plus residue pages.
+func Kexec(residue uint64) []Segment {
+	text := Segment{Paddr: 0x200000, FileSize: 1 * mib, MemSize: 1 * mib, Vaddr: 0xffffffff81000000}
+	return []Segment{text, ram(0x1000, 0x9fc00-0x1000), ram(0x100000, 5*mib), ram(8*mib, 4*mib+residue%4*PageSize)}
 }

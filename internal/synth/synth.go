@@ -126,6 +126,9 @@ func (g Segment) End() uint64 { return g.Paddr + g.FileSize }
 
 // Spec describes a machine's memory as /proc/vmcore would show it.
 type Spec struct {
+	// Arch is the architecture the ELF header and notes claim (the zero
+	// value is x86_64); a kernel machine must be x86_64.
+	Arch Arch
 	// Segments are the PT_LOADs, in order; holes between them are
 	// allowed, and so are overlaps (the kernel-text alias of a real
 	// /proc/vmcore overlaps RAM). Contents depend only on the address, so
@@ -167,6 +170,12 @@ func (s Spec) Validate() error {
 	}
 	if s.CPUs < 0 || s.CPUs > 1<<16 {
 		return fmt.Errorf("synth: CPUs %d out of range [0, 65536]", s.CPUs)
+	}
+	if _, ok := archs[s.Arch]; !ok {
+		return fmt.Errorf("synth: unknown architecture %d", int(s.Arch))
+	}
+	if s.Kernel != nil && s.Arch != X86_64 {
+		return fmt.Errorf("synth: a kernel machine is x86_64, not %v", s.Arch)
 	}
 	if s.Kernel != nil {
 		if _, err := kernelOf(&s); err != nil {

@@ -570,3 +570,64 @@ func TestWriteFileReplaces(t *testing.T) {
 		t.Fatalf("after rewrite: %v, %v", st, err)
 	}
 }
+
+// Every architecture's vmcore is a well-formed core of its class and byte
+// order, as debug/elf reads it: e_machine, the PT_LOADs, and notes whose
+// CPU registers have the architecture's size and whose VMCOREINFO is the
+// spec's.
+func TestForeignMachines(t *testing.T) {
+	for _, a := range Archs() {
+		t.Run(a.String(), func(t *testing.T) {
+			s := ForeignMachine(a, 8)
+			in := a.info()
+			_, f := writeTemp(t, s)
+			ef, err := elf.NewFile(f)
+			if err != nil {
+				t.Fatalf("debug/elf: %v", err)
+			}
+			wantClass, wantData := elf.ELFCLASS64, elf.ELFDATA2LSB
+			if in.class32 {
+				wantClass = elf.ELFCLASS32
+			}
+			if in.bigEndian {
+				wantData = elf.ELFDATA2MSB
+			}
+			if ef.Type != elf.ET_CORE || ef.Machine != elf.Machine(in.machine) || ef.Class != wantClass || ef.Data != wantData {
+				t.Fatalf("header %+v, want machine %d class %v data %v", ef.FileHeader, in.machine, wantClass, wantData)
+			}
+			if len(ef.Progs) != 1+len(s.Segments) || ef.Progs[0].Type != elf.PT_NOTE {
+				t.Fatalf("%d program headers", len(ef.Progs))
+			}
+			for i, sg := range s.Segments {
+				p := ef.Progs[1+i]
+				if p.Type != elf.PT_LOAD || p.Paddr != sg.Paddr || p.Filesz != sg.FileSize || p.Memsz != sg.MemSize {
+					t.Errorf("PT_LOAD %d = %+v, segment %+v", i, p.ProgHeader, sg)
+				}
+			}
+			notes := make([]byte, ef.Progs[0].Filesz)
+			if _, err := f.ReadAt(notes, int64(ef.Progs[0].Off)); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for b := notes; len(b) >= 12; {
+				namesz, descsz, typ := ef.ByteOrder.Uint32(b), ef.ByteOrder.Uint32(b[4:]), ef.ByteOrder.Uint32(b[8:])
+				name := string(bytes.TrimRight(b[12:12+namesz], "\x00"))
+				desc := b[12+pad4(int(namesz)):][:descsz]
+				switch {
+				case name == "CORE" && typ == NtPrstatus && int(descsz) != in.prstatus:
+					t.Errorf("NT_PRSTATUS of %d bytes, want %d", descsz, in.prstatus)
+				case name == "VMCOREINFO" && string(desc) != s.VMCOREINFO:
+					t.Errorf("VMCOREINFO %q", desc)
+				}
+				got = append(got, name)
+				b = b[12+pad4(int(namesz))+pad4(int(descsz)):]
+			}
+			if strings.Join(got, " ") != "CORE CORE VMCOREINFO" {
+				t.Errorf("notes %v", got)
+			}
+			if !strings.Contains(s.VMCOREINFO, fmt.Sprintf("PAGESIZE=%d\n", in.pageSize)) {
+				t.Errorf("VMCOREINFO without PAGESIZE=%d", in.pageSize)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
-package main
+package dump
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,23 +12,15 @@ import (
 	"pagepipe/source"
 )
 
-// runInspect prints a kdump file's headers and page counts.
-func runInspect(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: pagepipe inspect DUMPFILE")
-		return exitFailed
-	}
-	d, err := source.OpenDump(args[0])
+// Inspect prints a kdump file's headers and page counts to w (pagepipe
+// inspect).
+func Inspect(w io.Writer, path string) error {
+	d, err := source.OpenDump(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
-		return exitFailed
+		return err
 	}
 	defer d.Close()
-	if err := inspect(d, stdout); err != nil {
-		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
-		return exitFailed
-	}
-	return exitOK
+	return inspect(d, w)
 }
 
 func inspect(d *source.Dump, w io.Writer) error {
@@ -106,7 +99,7 @@ func inspect(d *source.Dump, w io.Writer) error {
 func eachDesc(d *source.Dump, fn func(pfn uint64, desc kdumpfmt.PageDesc) error) error {
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		desc, err := d.Desc(pfn)
-		if err == source.ErrNotDumped {
+		if errors.Is(err, source.ErrNotDumped) {
 			continue // another part's page, in a split file
 		} else if err != nil {
 			return err

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -18,14 +17,15 @@ import (
 	"github.com/spf13/pflag"
 
 	"pagepipe/bench"
+	"pagepipe/internal/cpuset"
 	"pagepipe/internal/synth"
 	"pagepipe/source"
 )
 
-// runBench is `pagepipe bench`: a scaling study over a matrix of worker
-// counts, CPU sets, map sizes, codecs and dump levels, each run a child
-// process (this binary, or makedumpfile with --vs makedumpfile) pinned to
-// its CPUs. See docs/scaling.md.
+// runBench is the scaling study: a matrix of worker counts, CPU sets, map
+// sizes, codecs and dump levels, each run a child process (the pagepipe
+// binary, or makedumpfile with --vs makedumpfile) pinned to its CPUs. See
+// docs/scaling.md.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,8 +43,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	outDir := fs.String("out", "", "write tables.txt, results.csv, results.json and the plots (PNG, SVG) here")
 	dumpDir := fs.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
 	workDir := fs.String("work-dir", "", "where a generated vmcore is cached (default: the fixture directory)")
+	pagepipe := fs.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: pagepipe bench [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
+		fmt.Fprintln(stderr, "usage: pagepipe-bench [--pagepipe BIN] [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,7 +58,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagepipe bench: "+format+"\n", a...)
 		return exitFailed
 	}
-	usable, err := bench.UsableCPUs()
+	usable, err := cpuset.Usable()
 	if err != nil {
 		return failf("%s", oneLine(err))
 	}
@@ -68,7 +69,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if *runs < 1 {
 		return failf("--runs %d: at least 1", *runs)
 	}
-	ctx, stop := stopOnSignals(&console{level: 4, stderr: stderr})
+	ctx, stop := stopOnSignals(stderr)
 	defer stop()
 
 	var vmcore string
@@ -82,9 +83,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	default:
 		return failf("need VMCORE or --gen-size MIB (not both)")
 	}
-	exe, err := os.Executable()
+	exe, err := exec.LookPath(*pagepipe)
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return failf("--pagepipe: %s", oneLine(err))
 	}
 	r := &bench.Runner{Pagepipe: exe, Vmcore: vmcore, DumpDir: *dumpDir, Rounds: *runs, Progress: stderr, TTY: isTerminal(stderr)}
 	st := &bench.Study{
@@ -102,7 +103,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return failf("%s", oneLine(err))
 	}
 	st.BytesIn = r.BytesIn
-	st.UsableCPUs = bench.FormatCPUs(usable)
+	st.UsableCPUs = cpuset.Format(usable)
 
 	// What the machine gives, apart from the programs.
 	fmt.Fprintf(stderr, "bench: measuring the machine (source and sink rates, cores per CPU set)\n")
@@ -112,7 +113,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return failf("%s", oneLine(err))
 		}
-		st.Machine.Capacity[bench.FormatCPUs(set)] = c
+		st.Machine.Capacity[cpuset.Format(set)] = c
 	}
 	if st.Machine.ReadRate, err = bench.ReadRate(vmcore, 1<<30); err != nil {
 		return failf("%s", oneLine(err))
@@ -201,7 +202,7 @@ func memoryBytes(vmcore string) (int64, error) {
 		return 0, fmt.Errorf("open vmcore: %w", err)
 	}
 	defer v.Close()
-	present, _ := v.Bitmaps(v.Pfns())
+	present, _ := v.Bitmaps(v.Pfns(), false)
 	return int64(present.Count(0, present.Len())) * source.PageSize, nil
 }
 
@@ -277,27 +278,14 @@ func executableHash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// writeStats writes the --stats-file of a finished dump: what pagepipe
-// bench reads about the run besides its rusage.
-func writeStats(path string, j *dumpJob) error {
-	p, s := j.plan, j.stats
-	sec := func(d time.Duration) float64 { return d.Seconds() }
-	return bench.WriteChildStats(path, bench.ChildStats{
-		GOMAXPROCS:  runtime.GOMAXPROCS(0),
-		Workers:     j.opts.threads,
-		Pfns:        p.MaxMapnr,
-		Dumped:      s.Pages,
-		ZeroPages:   s.ZeroPages,
-		DataBytes:   s.DataBytes,
-		MaxRSSKiB:   bench.PeakRSS(),
-		FilterWall:  sec(p.Wall),
-		FilterCPU:   sec(p.ProcessCPU.Total()),
-		ScanCPU:     sec(p.ScanCPU.Total()),
-		CopyWall:    sec(s.Wall),
-		CopyCPU:     sec(s.ProcessCPU.Total()),
-		ReadCPU:     sec(s.CPU.Read),
-		CompressCPU: sec(s.CPU.Compress),
-		ReorderCPU:  sec(s.CPU.Reorder),
-		WriteCPU:    sec(s.CPU.Write),
-	})
+// defaultPagepipe is the pagepipe binary installed beside this one (make
+// build puts both in bin/), else the one on $PATH.
+func defaultPagepipe() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "pagepipe")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return "pagepipe"
 }

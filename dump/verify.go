@@ -1,26 +1,22 @@
-package main
+package dump
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
 	"pagepipe/source"
 )
 
-// runVerify reads every page of a dump back and compares it with the
-// vmcore it was made from: a check users can run after a capture, and the
-// last step of `make demo`.
-func runVerify(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 {
-		fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE")
-		return exitFailed
+// Verify reads every page of a dump back and compares it with the vmcore
+// it was made from, and says so on w: a check users can run after a
+// capture (pagepipe verify), and the last step of `make demo`.
+func Verify(w io.Writer, vmcorePath, dumpPath string) error {
+	if err := verify(vmcorePath, dumpPath, w); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
-	if err := verify(args[0], args[1], stdout); err != nil {
-		fmt.Fprintf(stderr, "pagepipe: verify: %s\n", oneLine(err))
-		return exitFailed
-	}
-	return exitOK
+	return nil
 }
 
 func verify(vmcorePath, dumpPath string, w io.Writer) error {
@@ -42,10 +38,10 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 	got := make([]byte, source.PageSize)
 	var pages, lost uint64
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
-		if err := d.ReadPage(pfn, got); err == source.ErrLost {
+		if err := d.ReadPage(pfn, got); errors.Is(err, source.ErrLost) {
 			lost++
 			continue
-		} else if err == source.ErrNotDumped {
+		} else if errors.Is(err, source.ErrNotDumped) {
 			continue // another part's page, in a split file
 		} else if err != nil {
 			return err

@@ -1,16 +1,20 @@
-package bench
+package dump
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
-// ChildStats is what a pagepipe run writes about itself for the bench
-// (the hidden --stats-file option): its phases' wall and CPU time and each
-// stage's CPU time, all in seconds. The parent adds the process's total
-// user and system time and peak RSS from wait4.
-type ChildStats struct {
+// Stats is what one dump says about itself for the bench, in one
+// documented JSON shape: pagepipe's hidden --stats-file writes it (see
+// WriteStats), and cmd/pagepipe-bench, which runs every measured dump as a
+// process of its own pinned to its CPUs (so that its rusage and peak RSS
+// are the dump's alone), reads it back (ReadStats). Times are seconds; the
+// parent adds the process's total user and system time from wait4.
+type Stats struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	Workers    int    `json:"workers"`
 	Pfns       uint64 `json:"pfns"`         // max_mapnr: struct pages scanned
@@ -37,11 +41,8 @@ type ChildStats struct {
 	WriteCPU    float64 `json:"write_cpu_s"`
 }
 
-// PeakRSS is the calling process's VmHWM in KiB (0 if unreadable).
-func PeakRSS() int64 { return readHWM("/proc/self/status") }
-
-// WriteChildStats writes s to path as JSON.
-func WriteChildStats(path string, s ChildStats) error {
+// WriteStats writes s to path as JSON.
+func WriteStats(path string, s Stats) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("stats file: %w", err)
@@ -52,9 +53,9 @@ func WriteChildStats(path string, s ChildStats) error {
 	return nil
 }
 
-// ReadChildStats reads what WriteChildStats wrote.
-func ReadChildStats(path string) (ChildStats, error) {
-	var s ChildStats
+// ReadStats reads what WriteStats wrote.
+func ReadStats(path string) (Stats, error) {
+	var s Stats
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return s, fmt.Errorf("stats file: %w", err)
@@ -63,4 +64,20 @@ func ReadChildStats(path string) (ChildStats, error) {
 		return s, fmt.Errorf("stats file %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// PeakRSSKiB reads VmHWM, in KiB, from a /proc/PID/status file
+// ("/proc/self/status" for this process); 0 when it is gone.
+func PeakRSSKiB(statusPath string) int64 {
+	b, err := os.ReadFile(statusPath)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

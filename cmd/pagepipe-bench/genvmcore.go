@@ -24,7 +24,7 @@ func runGenVmcore(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: pagepipe gen-vmcore [--size MIB] [--seed N] [--profile ERA | --shape NAME] OUTPUT")
+		fmt.Fprintln(stderr, "usage: pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA | --shape NAME] OUTPUT")
 		return exitFailed
 	}
 	spec := synth.Default(*size)
@@ -34,18 +34,18 @@ func runGenVmcore(args []string, stdout, stderr io.Writer) int {
 	if *shape != "" {
 		s, ok := synth.Shapes()[*shape]
 		if !ok {
-			fmt.Fprintf(stderr, "pagepipe: unknown shape %q (have %s)\n", *shape, strings.Join(shapeNames(), ", "))
+			fmt.Fprintf(stderr, "pagepipe-bench: unknown shape %q (have %s)\n", *shape, strings.Join(shapeNames(), ", "))
 			return exitFailed
 		}
 		spec = s
 	}
 	spec.Seed = *seed
 	if err := spec.Validate(); err != nil {
-		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "pagepipe-bench: %s\n", oneLine(err))
 		return exitFailed
 	}
 	if err := synth.WriteFile(fs.Arg(0), spec); err != nil {
-		fmt.Fprintf(stderr, "pagepipe: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "pagepipe-bench: %s\n", oneLine(err))
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: %d MiB of memory in %d PT_LOADs, %d CPUs\n", fs.Arg(0), spec.DataBytes()>>20, len(spec.Segments), spec.CPUs)

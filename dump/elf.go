@@ -1,0 +1,118 @@
+package dump
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"pagepipe/bitmap"
+	"pagepipe/filter"
+	"pagepipe/pipeline"
+	"pagepipe/sink"
+)
+
+// elfLayout lays out an ELF dump (-E) in makedumpfile's layout (see
+// sink.ELFLayout). With dump level bit 1 a parallel zero scan first takes
+// the zero pages out of the 2nd bitmap: the PT_LOADs depend on it, and
+// their headers come first in the file. The copy pass then reads every
+// PT_LOAD's pages in file order.
+func (j *job) elfLayout(ctx context.Context) (layout, error) {
+	v := j.in.vmcore
+	if v == nil {
+		return nil, unsupported("-E cannot be used on %s: it is a kdump-compressed dump, and an ELF dump is made from an ELF vmcore only (makedumpfile refuses it too)", j.o.Input)
+	}
+	plan := j.in.plan
+	keep := plan.Dumpable.Cut(v.Pfns())
+	var zeros uint64
+	if j.in.level.Has(filter.ExcludeZero) {
+		const label = "Excluding zero pages"
+		start := time.Now()
+		z := &zeroMarker{keep: keep}
+		cfg := j.pipelineConfig(plan.Dumpable.Ones(), plan.NumDumpable, z, j.ev.Begin(label, plan.NumDumpable))
+		cfg.ExcludeZero = true
+		if _, err := pipeline.Run(ctx, cfg); err != nil {
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("exclude zero pages: %w", err)
+		}
+		j.ev.End(label, time.Since(start))
+		zeros = z.zeros
+	}
+	markPastMemMap(keep, v, plan.MaxMapnr)
+	segs := make([]sink.ELFSegment, len(v.Loads))
+	for i, l := range v.Loads {
+		segs[i] = sink.ELFSegment{Paddr: l.Paddr, Vaddr: l.Vaddr, MemSize: l.MemSize, Flags: l.Flags, Align: l.Align}
+	}
+	l := sink.NewELFLayout(v.Ehdr, v.NotePhdr, uint64(len(v.Info.Notes)), segs, keep)
+	j.ev.Notef(Debug, "ELF dump: %d PT_LOADs, %d bytes\n", len(l.Loads), l.Size)
+	return &elfFile{l: l, notes: v.Info.Notes, zeros: zeros}, nil
+}
+
+// zeroMarker is the zero scan's pipeline writer: it clears the zero pages
+// the pipeline marks in keep (not in the bitmap the producer walks).
+type zeroMarker struct {
+	keep  *bitmap.Bitmap
+	zeros uint64
+}
+
+func (z *zeroMarker) WritePages(pfns []uint64, pages []sink.Page, _ []byte) error {
+	for i, p := range pages {
+		if p.Zero {
+			z.keep.Clear(pfns[i])
+			z.zeros++
+		}
+	}
+	return nil
+}
+
+// elfFile is an ELF dump before its file exists.
+type elfFile struct {
+	l     *sink.ELFLayout
+	notes []byte
+	zeros uint64 // found by the zero scan
+}
+
+func (e *elfFile) open(outs []sink.Output) (shape, error) {
+	w, err := sink.NewELF(outs[0], e.l, e.notes)
+	if err != nil {
+		return nil, err
+	}
+	return elfShape{w}, nil
+}
+
+// pages are the pages of the layout's page runs, in file order.
+func (e *elfFile) pages() (iter.Seq[uint64], uint64, bool) {
+	runs := e.l.PageRuns()
+	var total uint64
+	for _, r := range runs {
+		total += r.Pages
+	}
+	return func(yield func(uint64) bool) {
+		for _, r := range runs {
+			for pfn := r.Pfn; pfn < r.Pfn+r.Pages; pfn++ {
+				if !yield(pfn) {
+					return
+				}
+			}
+		}
+	}, total, true
+}
+
+func (e *elfFile) report(r *Result) {
+	_, inFile, _ := e.pages()
+	r.Pages.Excluded.Zero = e.zeros
+	r.ELF = &ELFCounts{Excluded: e.l.ExcludedPages, InFile: inFile}
+}
+
+func (*elfFile) what() string { return "headers" }
+
+// elfShape is sink.ELF as a shape.
+type elfShape struct{ *sink.ELF }
+
+func (e elfShape) WritePages(_ []uint64, pages []sink.Page, data []byte) error {
+	return e.ELF.WritePages(pages, data)
+}
+
+func (e elfShape) Abort() ([]int, error) { return []int{0}, e.ELF.Abort() }

@@ -1,0 +1,224 @@
+package dump
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"pagepipe/codec"
+	"pagepipe/filter"
+	"pagepipe/kernel"
+	"pagepipe/sink"
+	"pagepipe/source"
+)
+
+// input is the dump's input after the filter pass: the memory, the plan
+// (which pages go in) and everything the headers hold besides the pages.
+type input struct {
+	mem    source.Memory
+	vmcore *source.Vmcore // nil when the input is a kdump-compressed dump
+	level  Level
+	plan   *filter.Plan
+	codec  *codec.Codec // nil: pages stored raw
+	meta   *sink.Meta
+}
+
+// prepare opens the input and runs the filter pass.
+func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input, err error) {
+	v, err := source.OpenMemory(o.Input)
+	if err != nil {
+		return nil, fmt.Errorf("open vmcore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			v.Close()
+		}
+	}()
+	in = &input{mem: v}
+	var dump *source.Dump
+	switch m := v.(type) {
+	case *source.Vmcore:
+		in.vmcore = m
+	case *source.Dump:
+		dump = m
+	case interface{ Unwrap() *source.Dump }:
+		dump = m.Unwrap()
+	}
+	if dump != nil {
+		// Refiltering: what the dump left out stays out.
+		level |= Level(dump.Sub.DumpLevel)
+	}
+	in.level = level
+	noteVMCOREINFO(ev, v)
+	vi, err := loadVMCOREINFO(v, o.VMCOREINFOFile)
+	if err != nil {
+		return nil, err
+	}
+	if vi != nil && dump == nil {
+		warnKernelVersion(ev, o.Program, vi.OSRelease())
+	}
+	var kern *filter.Kernel
+	if vi != nil {
+		kern, err = filter.OpenKernel(vi, v, v.Pfns())
+		if err != nil {
+			if level.NeedsPageScan() {
+				return nil, fmt.Errorf("dump level %d: %w", level, err)
+			}
+			ev.Notef(Debug, "mem_map not found (%v): dumping every page with data\n", err)
+			kern = nil
+		}
+	}
+	scanStart := time.Now()
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, countPartial(o, ev, v.Pfns())); err != nil {
+		return nil, err
+	}
+	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
+	// the 2nd (the page scan): NewPlan made both.
+	ev.End("Checking for memory holes", 0)
+	var took time.Duration
+	if in.plan.Scanned {
+		took = time.Since(scanStart)
+	}
+	ev.End("Excluding unnecessary pages", took)
+	if in.codec, err = codecByName(o.Codec); err != nil {
+		return nil, err
+	}
+	if in.codec != nil && !in.codec.Standard {
+		ev.Notef(Common, "WARNING: %s compression is a pagepipe extension that crash, libkdumpfile and makedumpfile cannot read; convert the dump with pagepipe before sharing it.\n", in.codec.Name)
+	}
+
+	plan := in.plan
+	notes, nrCPUs, viOff, viSize := v.Notes()
+	m := &sink.Meta{
+		BlockSize:      source.PageSize,
+		NrCPUs:         int32(nrCPUs),
+		DumpLevel:      int32(level),
+		Notes:          notes,
+		VmcoreinfoOff:  viOff,
+		VmcoreinfoSize: viSize,
+		MaxMapnr:       plan.MaxMapnr,
+		Present:        plan.Present,
+		Dumpable:       plan.Dumpable,
+		NumDumpable:    plan.NumDumpable,
+		ZeroPage:       level.Has(filter.ExcludeZero),
+	}
+	if in.codec != nil {
+		m.Status = in.codec.Flag
+	}
+	if dump != nil {
+		// The header describes the same crash: keep what the input says.
+		m.Utsname, m.CrashTime, m.PhysBase = dump.Header.Utsname, dump.Header.TimestampSec, dump.Sub.PhysBase
+		m.NrCPUs = dump.Header.NrCPUs
+	} else if note := fillKernelMeta(in.vmcore, vi, m); note != "" {
+		ev.Notef(Debug, "%s\n", note)
+	}
+	in.meta = m
+	return in, nil
+}
+
+// countPartial decides, as makedumpfile would on this machine with these
+// options, whether the 1st bitmap counts a PT_LOAD's partial last page
+// (filter.Cycle).
+func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
+	c := filter.Cycle{WorkDir: o.WorkDir, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
+	if o.Out.Shape == Split {
+		c.Dumpfiles = len(o.Out.Paths)
+	}
+	var err error
+	if c.MemFree, err = filter.MemFree(); err != nil {
+		ev.Notef(Debug, "%v: taking the bitmaps as built in cycles\n", err)
+	}
+	one := c.OneCycle(maxMapnr)
+	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
+	return one
+}
+
+// physBase is the crashed kernel's phys_base: NUMBER(phys_base) from
+// VMCOREINFO (vi may be nil), else taken from the kernel-text PT_LOAD as
+// makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map). from
+// says which, in makedumpfile's words.
+func physBase(v *source.Vmcore, vi *kernel.VMCOREINFO) (pb uint64, from string, ok bool) {
+	if vi != nil {
+		if n, ok := vi.Number("phys_base"); ok {
+			return uint64(n), "vmcoreinfo", true
+		}
+	}
+	for _, l := range v.Loads {
+		if l.Vaddr >= kernel.StartKernelMap {
+			return l.Paddr - (l.Vaddr - kernel.StartKernelMap), "pt_load", true
+		}
+	}
+	return 0, "", false
+}
+
+// loadVMCOREINFO returns the crashed kernel's VMCOREINFO: the vmcore's own
+// note, else the -i file's. With both, the note wins and the file's release
+// must match it (makedumpfile exits 2 otherwise: ErrWrongRelease).
+func loadVMCOREINFO(v source.Memory, file string) (*kernel.VMCOREINFO, error) {
+	var fromFile *kernel.VMCOREINFO
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("-i: %w", err)
+		}
+		if fromFile, err = kernel.ParseVMCOREINFO(b); err != nil {
+			return nil, fmt.Errorf("-i %s: %w", file, err)
+		}
+	}
+	notes, _, off, size := v.Notes()
+	if size == 0 {
+		return fromFile, nil
+	}
+	raw := notes[off : off+size]
+	vi, err := kernel.ParseVMCOREINFO(raw)
+	if err != nil {
+		return nil, fmt.Errorf("VMCOREINFO note: %w", err)
+	}
+	if fromFile != nil && fromFile.OSRelease() != vi.OSRelease() {
+		return nil, fmt.Errorf("%w: %s is for %s, the dump is %s", ErrWrongRelease, file, fromFile.OSRelease(), vi.OSRelease())
+	}
+	return vi, nil
+}
+
+// noteVMCOREINFO gives the VMCOREINFO lines as debug messages, as
+// makedumpfile prints them: SUSE's kdump reads OSRELEASE= and CRASHTIME=
+// from these lines.
+func noteVMCOREINFO(ev Events, m source.Memory) {
+	notes, _, off, size := m.Notes()
+	if size == 0 {
+		return
+	}
+	ev.Notef(Debug, "VMCOREINFO   :\n")
+	for _, line := range strings.Split(strings.TrimRight(string(notes[off:off+size]), "\x00\n"), "\n") {
+		ev.Notef(Debug, "  %s\n", line)
+		if v, ok := strings.CutPrefix(line, "PAGESIZE="); ok {
+			ev.Notef(Debug, "page_size    : %s\n", v)
+		}
+	}
+	ev.Notef(Debug, "\n")
+}
+
+// Kernel releases whose memory layout pagepipe knows (its tests run 4.19 to
+// 6.12 layouts); makedumpfile has the same check against its own table
+// (1.7.2's ends before 6.1).
+var (
+	oldestKernel = [3]int{2, 6, 15}
+	latestKernel = [3]int{6, 12, 1 << 20}
+)
+
+// warnKernelVersion gives makedumpfile's two common lines for a kernel
+// release outside the supported range.
+func warnKernelVersion(ev Events, program, release string) {
+	v, err := kernel.ParseVersion(release)
+	if err != nil {
+		return
+	}
+	cur := []int{v.Major, v.Minor, v.Patch}
+	if slices.Compare(cur, oldestKernel[:]) < 0 || slices.Compare(latestKernel[:], cur) < 0 {
+		ev.Notef(Common, "The kernel version is not supported.\n")
+		ev.Notef(Common, "The %s operation may be incomplete.\n", program)
+	}
+}

@@ -1,0 +1,127 @@
+package source
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"pagepipe/internal/synth"
+	"pagepipe/kdumpfmt"
+)
+
+// Every architecture but x86_64 is refused by its ELF header, whatever
+// its class and byte order, with an error naming it.
+func TestParseELFRefusesOtherArchitectures(t *testing.T) {
+	for _, a := range synth.Archs() {
+		t.Run(a.String(), func(t *testing.T) {
+			s := synth.ForeignMachine(a, 4)
+			path := filepath.Join(t.TempDir(), "vmcore")
+			if err := synth.WriteFile(path, s); err != nil {
+				t.Fatal(err)
+			}
+			v, err := Open(path)
+			if a == synth.X86_64 {
+				if err != nil {
+					t.Fatalf("x86_64: %v", err)
+				}
+				v.Close()
+				return
+			}
+			var ae *ArchError
+			if !errors.As(err, &ae) || ae.Arch != a.String() || !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("Open = %v, want an ArchError for %s", err, a)
+			}
+			if !strings.Contains(err.Error(), a.String()+" vmcores are not supported") {
+				t.Errorf("message %q does not name %s", err, a)
+			}
+		})
+	}
+}
+
+// An x86_64 ELF header in front of another kernel's VMCOREINFO, or of a
+// kernel with other pages than 4 KiB, is refused too.
+func TestParseELFRefusesForeignVMCOREINFO(t *testing.T) {
+	for _, tc := range []struct {
+		name, vmcoreinfo string
+		want             string // "" accepts
+	}{
+		{"x86_64", synth.DefaultVMCOREINFO, ""},
+		{"none", "", ""},
+		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "aarch64 vmcores"},
+		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "riscv64 vmcores"},
+		{"ppc64 keys", "OSRELEASE=6.1\nSYMBOL(vmemmap_list)=c0000000029b6b88\n", "ppc64le vmcores"},
+		{"s390 keys", "OSRELEASE=6.1\nSYMBOL(lowcore_ptr)=1c0c8a8\n", "s390x vmcores"},
+		{"64k pages", "OSRELEASE=6.1\nPAGESIZE=65536\n", "65536-byte pages are not supported"},
+		// A key's name as a value is no claim.
+		{"key as value", "OSRELEASE=NUMBER(kimage_voffset)\nPAGESIZE=4096\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := smallVmcore(t, func(s *synth.Spec) { s.VMCOREINFO = tc.vmcoreinfo })
+			_, err := parse(b)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("ParseELF = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A kdump file to be dumped again is refused when its header says another
+// machine or block size, or its VMCOREINFO another kernel; OpenDump alone
+// (inspect, the reassembler) still opens it.
+func TestOpenMemoryRefusesForeignDumps(t *testing.T) {
+	setMachine := func(m string) func([]byte) {
+		return func(b []byte) {
+			h, err := kdumpfmt.UnmarshalHeader(b[:kdumpfmt.HeaderSize])
+			if err != nil {
+				panic(err)
+			}
+			clear(h.Utsname[4*kdumpfmt.UtsnameFieldSize : 5*kdumpfmt.UtsnameFieldSize])
+			copy(h.Utsname[4*kdumpfmt.UtsnameFieldSize:], m)
+			copy(b, h.Marshal())
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		bs     uint64
+		mutate func([]byte)
+		want   string
+	}{
+		{"x86_64", 4096, setMachine("x86_64"), ""},
+		{"no utsname", 4096, nil, ""},
+		{"aarch64", 4096, setMachine("aarch64"), "aarch64 vmcores are not supported"},
+		{"ppc64le", 4096, setMachine("ppc64le"), "ppc64le vmcores are not supported"},
+		{"64k blocks", 65536, nil, "65536-byte pages are not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := rawDump(tc.bs, 2, func(uint64, []byte) {})
+			if tc.mutate != nil {
+				tc.mutate(b)
+			}
+			path := filepath.Join(t.TempDir(), "dump")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d, err := OpenDump(path)
+			if err != nil {
+				t.Fatalf("OpenDump: %v", err)
+			}
+			d.Close()
+			m, err := OpenMemory(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("OpenMemory: %v", err)
+				}
+				m.Close()
+				return
+			}
+			if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("OpenMemory = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

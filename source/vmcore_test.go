@@ -1,0 +1,101 @@
+package source
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"pagepipe/internal/synth"
+)
+
+// The mmap windows never run past the end of the PT_LOAD they serve
+// (mmap_vmcore would remap such a window piece by piece from other old
+// memory), and the pages they serve are the vmcore's.
+func TestMmapWindowsStayInTheirSegment(t *testing.T) {
+	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
+		for _, mapSize := range []int{PageSize, 3 * PageSize, 64 << 10, DefaultMapSize} {
+			t.Run(fmt.Sprintf("%s/%d", shape, mapSize), func(t *testing.T) {
+				s := synth.Shapes()[shape]
+				path := filepath.Join(t.TempDir(), "vmcore")
+				if err := synth.WriteFile(path, s); err != nil {
+					t.Fatal(err)
+				}
+				v, err := Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer v.Close()
+				r := v.NewReader(mapSize, true).(*PageReader)
+				defer r.Close()
+				_, dumpable := v.Bitmaps(v.MaxMapnr, false)
+				want := make([]byte, PageSize)
+				for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
+					got, err := r.Page(pfn)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := v.ReadPhys(pfn*PageSize, want); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("pfn %#x: page differs from ReadPhys", pfn)
+					}
+					if r.win == nil {
+						continue
+					}
+					lo, hi := r.winOff, r.winOff+uint64(len(r.win))
+					inside := false
+					for _, l := range v.Loads {
+						// The file data of the segment, widened to whole
+						// pages of the file as mmap needs.
+						start, end := l.Offset&^(PageSize-1), (l.Offset+l.FileSize+PageSize-1)&^(PageSize-1)
+						if lo >= start && hi <= end {
+							inside = true
+						}
+					}
+					if !inside {
+						t.Fatalf("pfn %#x: window [%#x, %#x) of the file crosses a PT_LOAD's end", pfn, lo, hi)
+					}
+				}
+				if v.MapStats().Windows.Load() == 0 || v.MapStats().Failed.Load() != 0 {
+					t.Errorf("%d windows mapped, %d failed (%v)", v.MapStats().Windows.Load(), v.MapStats().Failed.Load(), v.MapStats().FirstError())
+				}
+			})
+		}
+	}
+}
+
+// A map that fails costs that window only: its bytes are read, the next
+// window is mapped again.
+func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
+	s := synth.Shapes()["holes"]
+	path := filepath.Join(t.TempDir(), "vmcore")
+	if err := synth.WriteFile(path, s); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	r := v.NewReader(PageSize, true).(*PageReader)
+	defer r.Close()
+	first := v.extents[0].start
+	// A descriptor that cannot be mapped, for one call.
+	f := v.f
+	v.f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Page(first)
+	v.f.Close()
+	v.f = f
+	if err == nil || v.MapStats().Failed.Load() != 1 {
+		t.Fatalf("page through a write-only descriptor: %v, %d failed", err, v.MapStats().Failed.Load())
+	}
+	if _, err := r.Page(first + 1); err != nil || v.MapStats().Windows.Load() != 1 {
+		t.Fatalf("next page: %v, %d windows", err, v.MapStats().Windows.Load())
+	}
+}
