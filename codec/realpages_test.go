@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"pagepipe/codec"
+	"pagepipe/codec/lzo"
 	"pagepipe/filter"
 	"pagepipe/internal/fixture"
 	"pagepipe/kernel"
@@ -138,9 +139,36 @@ func storedSize(out []byte) int {
 func BenchmarkRealPages(b *testing.B) {
 	sample := realPages(b)
 	b.Logf("sample: %d of the %d non-zero pages of the %d that -d 31 keeps", len(sample.pages), sample.nonZero, sample.dumpable)
+	benchCodecs(b, sample.pages)
+}
+
+// BenchmarkIncompressiblePages is BenchmarkRealPages on the pages of the
+// sample that the dump stores raw, as they do not shrink (LZO's stream
+// is at least a page; those of the other codecs are too): what every
+// codec spends on finding that out.
+//
+//	go test -tags lzo2 -run '^$' -bench IncompressiblePages ./codec/
+func BenchmarkIncompressiblePages(b *testing.B) {
+	sample := realPages(b)
+	var c lzo.Compressor
+	var raw [][]byte
+	for _, p := range sample.pages {
+		if len(c.Compress(nil, p)) >= source.PageSize {
+			raw = append(raw, p)
+		}
+	}
+	b.Logf("%d of the %d sampled pages do not shrink", len(raw), len(sample.pages))
+	if len(raw) == 0 {
+		b.Fatal("no incompressible page in the sample")
+	}
+	benchCodecs(b, raw)
+}
+
+// benchCodecs runs benchPages for each codec's Go and C compressors.
+func benchCodecs(b *testing.B, pages [][]byte) {
 	for _, c := range codec.All() {
 		b.Run(c.Name+"/go", func(b *testing.B) {
-			benchPages(b, c.NewCompressor(), sample.pages)
+			benchPages(b, c.NewCompressor(), pages)
 		})
 		b.Run(c.Name+"/c", func(b *testing.B) {
 			if newCCompressor == nil {
@@ -151,7 +179,7 @@ func BenchmarkRealPages(b *testing.B) {
 				b.Skipf("no C library for %s", c.Name)
 			}
 			defer done()
-			benchPages(b, cc, sample.pages)
+			benchPages(b, cc, pages)
 		})
 	}
 }
