@@ -16,13 +16,13 @@ func TestRealEveryCodecReadByEveryReader(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	vmlinux := fixture.DebugVmlinux(t)
 	reference := dump(t, "makedumpfile", vmcore, "-d", "31")
-	want := expectedPages(t, vmcore, reference)
+	want := judge.ExpectedPages(t, vmcore, reference)
 	cmds := []string{"sys", "log", "kmem -i"}
 	crashWant := judge.Crash(t, vmlinux, reference, cmds...)
 	for _, c := range []string{"-c", "-l", "-p", "-z"} {
 		t.Run(c, func(t *testing.T) {
 			ours := dump(t, "pagepipe", vmcore, c, "-d", "31")
-			ranges := allPFNs(t, ours)
+			ranges := judge.AllPFNs(t, ours)
 			if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
 				t.Errorf("libkdumpfile:\n%s", d)
 			}

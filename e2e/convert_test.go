@@ -31,12 +31,12 @@ func TestRealLz4ConvertsToStandardCodecs(t *testing.T) {
 	vmlinux := fixture.DebugVmlinux(t)
 	lz4 := dump(t, "pagepipe", vmcore, "--lz4", "-d", "31")
 	reference := dump(t, "makedumpfile", vmcore, "-d", "31")
-	want := expectedPages(t, vmcore, reference)
+	want := judge.ExpectedPages(t, vmcore, reference)
 	crashWant := judge.Crash(t, vmlinux, reference, "sys", "log")
 	for _, c := range []string{"-l", "-c"} {
 		t.Run(c, func(t *testing.T) {
 			converted := dump(t, "pagepipe", lz4, c)
-			ranges := allPFNs(t, converted)
+			ranges := judge.AllPFNs(t, converted)
 			if d := want.Diff(judge.Libkdumpfile(t, converted, ranges)); d != "" {
 				t.Errorf("libkdumpfile:\n%s", d)
 			}

@@ -254,8 +254,8 @@ func TestDistroFedora(t *testing.T) {
 	mustRC0(t, "pagepipe", res["pagepipe"])
 	ours := filepath.Join(dir["pagepipe"], "vmcore-incomplete")
 	theirs := filepath.Join(dir["makedumpfile"], "vmcore-incomplete")
-	want := expectedPages(t, vmcore, theirs)
-	if d := want.Diff(judge.Libkdumpfile(t, ours, allPFNs(t, ours))); d != "" {
+	want := judge.ExpectedPages(t, vmcore, theirs)
+	if d := want.Diff(judge.Libkdumpfile(t, ours, judge.AllPFNs(t, ours))); d != "" {
 		t.Errorf("libkdumpfile on pagepipe's vmcore-incomplete:\n%s", d)
 	}
 	verify(t, vmcore, ours)
@@ -553,8 +553,8 @@ func TestDistroDebian(t *testing.T) {
 	rebuilt := filepath.Join(dir["pagepipe"], "dump.rebuilt")
 	pipe(t, "makedumpfile -R "+rebuilt+" < "+find("pagepipe", "dump.*"))
 	equalFiles(t, rebuilt, dump(t, "pagepipe", vmcore, "-c", "-d", "31"))
-	want := expectedPages(t, vmcore, dump(t, "makedumpfile", vmcore, "-c", "-d", "31"))
-	if d := want.Diff(judge.Drgn(t, rebuilt, allPFNs(t, rebuilt))); d != "" {
+	want := judge.ExpectedPages(t, vmcore, dump(t, "makedumpfile", vmcore, "-c", "-d", "31"))
+	if d := want.Diff(judge.Drgn(t, rebuilt, judge.AllPFNs(t, rebuilt))); d != "" {
 		t.Errorf("drgn on kdump-config's dump:\n%s", d)
 	}
 	verify(t, vmcore, rebuilt)

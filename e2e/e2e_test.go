@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	"pagepipe/internal/fixture"
-	"pagepipe/internal/judge"
 )
 
 var (
@@ -141,18 +140,6 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// expectedPages hashes, for every pfn that the reference dump holds, the
-// page as the vmcore has it.
-func expectedPages(t *testing.T, vmcore, reference string) judge.Pages {
-	t.Helper()
-	return judge.ExpectedPages(t, vmcore, reference)
-}
-
-func allPFNs(t *testing.T, dump string) []judge.Range {
-	t.Helper()
-	return judge.AllPFNs(t, dump)
 }
 
 // equalFiles fails the test unless the two files have the same bytes; it

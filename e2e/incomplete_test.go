@@ -63,7 +63,7 @@ func checkIncomplete(t *testing.T, vmcore, dump string, err error, out []byte, f
 			lost = pfn
 		}
 	}
-	ranges := allPFNs(t, dump)
+	ranges := judge.AllPFNs(t, dump)
 	if diff := want.Diff(judge.Libkdumpfile(t, dump, ranges)); diff != "" {
 		t.Errorf("libkdumpfile:\n%s", diff)
 	}
@@ -300,7 +300,7 @@ func TestRealSizeLimitLeavesValidIncompleteDump(t *testing.T) {
 	fx := nokaslrVmcore(t)
 	vmlinux := fixture.DebugVmlinux(t)
 	ref := dump(t, "pagepipe", fx.Vmcore, "-l", "-d", "31")
-	full := expectedPages(t, fx.Vmcore, ref)
+	full := judge.ExpectedPages(t, fx.Vmcore, ref)
 	keep := perCPUEnd(t, fx, vmlinux)
 	limit := dataEnd(t, ref, keep) + maxWrite
 	arg := strconv.FormatInt(limit, 10)
@@ -346,7 +346,7 @@ func TestRealDiskFullLeavesValidIncompleteDump(t *testing.T) {
 	fx := nokaslrVmcore(t)
 	vmlinux := fixture.DebugVmlinux(t)
 	ref := dump(t, "pagepipe", fx.Vmcore, "-c", "-d", "31")
-	full := expectedPages(t, fx.Vmcore, ref)
+	full := judge.ExpectedPages(t, fx.Vmcore, ref)
 	keep := perCPUEnd(t, fx, vmlinux)
 	size := (dataEnd(t, ref, keep) + maxWrite + 4095) / 4096 * 4096
 	out := filepath.Join(smallTmpfs(t, size), "dump")
@@ -444,7 +444,7 @@ func TestRealSigtermLeavesValidIncompleteDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := expectedPages(t, fx.Vmcore, ref)
+	full := judge.ExpectedPages(t, fx.Vmcore, ref)
 	keep := perCPUEnd(t, fx, vmlinux)
 	cuts := []struct {
 		name   string

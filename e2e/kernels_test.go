@@ -329,8 +329,8 @@ func TestSidReadersReadEveryPage(t *testing.T) {
 	for _, args := range [][]string{{"-c", "-d", "1"}, {"-c", "-d", "31"}} {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
 			ours := dump(t, "pagepipe", vmcore, args...)
-			want := expectedPages(t, vmcore, ours)
-			ranges := allPFNs(t, ours)
+			want := judge.ExpectedPages(t, vmcore, ours)
+			ranges := judge.AllPFNs(t, ours)
 			if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
 				t.Errorf("libkdumpfile:\n%s", d)
 			}

@@ -78,8 +78,8 @@ func readersReadEveryPage(t *testing.T, vmcore, peer string, argLists [][]string
 	for _, args := range argLists {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
 			ours := dump(t, "pagepipe", vmcore, args...)
-			want := expectedPages(t, vmcore, dump(t, peer, vmcore, args...))
-			ranges := allPFNs(t, ours)
+			want := judge.ExpectedPages(t, vmcore, dump(t, peer, vmcore, args...))
+			ranges := judge.AllPFNs(t, ours)
 			if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
 				t.Errorf("libkdumpfile:\n%s", d)
 			}
@@ -129,9 +129,9 @@ func head(s string, n int) string {
 func TestRealJudgesCatchADamagedDump(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	good := dump(t, "pagepipe", vmcore, "-c", "-d", "31")
-	want := expectedPages(t, vmcore, good)
+	want := judge.ExpectedPages(t, vmcore, good)
 	bad, pfn := damagedDump(t, good, want)
-	ranges := allPFNs(t, bad)
+	ranges := judge.AllPFNs(t, bad)
 	only := fmt.Sprintf("pfn %#x: contents differ\n", pfn)
 	for _, j := range []struct {
 		name string

@@ -171,7 +171,7 @@ func TestRealReassembleRefusesMissingPart(t *testing.T) {
 func TestRealSplitDiskFullLeavesValidIncompleteParts(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	args := []string{"-l", "-d", "31", "--splitblock-size", "4096"}
-	full := expectedPages(t, vmcore, dump(t, "pagepipe", vmcore, "-l", "-d", "31"))
+	full := judge.ExpectedPages(t, vmcore, dump(t, "pagepipe", vmcore, "-l", "-d", "31"))
 	roomy := splitFiles(t, "pagepipe", vmcore, 3, args...)
 	size := func(p string) int64 {
 		st, err := os.Stat(p)
@@ -220,7 +220,7 @@ func TestRealSplitDiskFullLeavesValidIncompleteParts(t *testing.T) {
 		if (len(want) < all) != (i > 0) || all == 0 {
 			t.Errorf("%s: %d of the %d pages of pfns [%#x, %#x) kept", p, len(want), all, lo, hi)
 		}
-		if diff := want.Diff(judge.Libkdumpfile(t, p, allPFNs(t, p))); diff != "" {
+		if diff := want.Diff(judge.Libkdumpfile(t, p, judge.AllPFNs(t, p))); diff != "" {
 			t.Errorf("libkdumpfile on %s:\n%s", p, diff)
 		}
 	}
@@ -238,7 +238,7 @@ func TestRealSplitDiskFullLeavesValidIncompleteParts(t *testing.T) {
 		t.Errorf("reassembled: status %#x, %d pages, want INCOMPLETE and the parts' %d", d.Header.Status, d.NumDumpable(), len(kept))
 	}
 	d.Close()
-	if diff := kept.Diff(judge.Libkdumpfile(t, out, allPFNs(t, out))); diff != "" {
+	if diff := kept.Diff(judge.Libkdumpfile(t, out, judge.AllPFNs(t, out))); diff != "" {
 		t.Errorf("libkdumpfile on the reassembled dump:\n%s", diff)
 	}
 	verify(t, vmcore, out)

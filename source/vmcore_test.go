@@ -17,16 +17,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
 		for _, mapSize := range []int{PageSize, 3 * PageSize, 64 << 10, DefaultMapSize} {
 			t.Run(fmt.Sprintf("%s/%d", shape, mapSize), func(t *testing.T) {
-				s := synth.Shapes()[shape]
-				path := filepath.Join(t.TempDir(), "vmcore")
-				if err := synth.WriteFile(path, s); err != nil {
-					t.Fatal(err)
-				}
-				v, err := Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer v.Close()
+				v, _ := openShape(t, shape)
 				r := v.NewReader(mapSize, true).(*PageReader)
 				defer r.Close()
 				_, dumpable := v.Bitmaps(v.MaxMapnr, false)
@@ -70,21 +61,13 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 // A map that fails costs that window only: its bytes are read, the next
 // window is mapped again.
 func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
-	s := synth.Shapes()["holes"]
-	path := filepath.Join(t.TempDir(), "vmcore")
-	if err := synth.WriteFile(path, s); err != nil {
-		t.Fatal(err)
-	}
-	v, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v, path := openShape(t, "holes")
 	r := v.NewReader(PageSize, true).(*PageReader)
 	defer r.Close()
 	first := v.extents[0].start
 	// A descriptor that cannot be mapped, for one call.
 	f := v.f
+	var err error
 	v.f, err = os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -98,4 +81,20 @@ func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
 	if _, err := r.Page(first + 1); err != nil || v.MapStats().Windows.Load() != 1 {
 		t.Fatalf("next page: %v, %d windows", err, v.MapStats().Windows.Load())
 	}
+}
+
+// openShape writes the named generated shape and opens it; the file goes
+// with the test.
+func openShape(t *testing.T, shape string) (*Vmcore, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vmcore")
+	if err := synth.WriteFile(path, synth.Shapes()[shape]); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v, path
 }
