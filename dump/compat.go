@@ -18,29 +18,45 @@ import (
 // fillKernelMeta takes what the dump header says about the crashed kernel
 // from its VMCOREINFO: the crash time, phys_base, and utsname, read from
 // init_uts_ns through the kernel's own page tables as makedumpfile does.
-// When the kernel's memory cannot give utsname (a generated vmcore has no
-// page tables), the header still gets "Linux", OSRELEASE and "x86_64", so
-// that readers checking the machine accept it; the returned note says so.
-func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note string) {
-	if pb, _, ok := physBase(v, vi); ok {
+// When the kernel's memory cannot give utsname (a generated x86_64 vmcore
+// has no page tables), the header still gets "Linux", OSRELEASE and the
+// architecture's name, so that readers checking the machine accept it;
+// the returned note says so. An architecture whose readers need more than
+// the machine (arm64's decode the linear map from phys_base and utsname)
+// gets an error instead: no dump is better than a wrong one.
+func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note string, err error) {
+	arch := v.Arch()
+	if pb, _, ok := arch.PhysBase(vi, loadAddrs(v)); ok {
 		m.PhysBase = pb
 	}
 	if vi == nil {
-		return ""
+		return "", nil
 	}
 	if t, ok := vi.CrashTime(); ok {
 		m.CrashTime = t
 	}
-	err := readUtsname(v, vi, &m.Utsname)
+	err = readUtsname(v, vi, &m.Utsname)
 	if err == nil {
-		return ""
+		return "", nil
+	}
+	if !arch.FallbackUtsname() {
+		return "", fmt.Errorf("%s vmcore: utsname for the header: %w", arch.Name(), err)
 	}
 	note = fmt.Sprintf("utsname not read from kernel memory (%v); using OSRELEASE", err)
 	clear(m.Utsname[:])
-	for i, s := range map[int]string{0: "Linux", 2: vi.OSRelease(), 4: "x86_64"} {
+	for i, s := range map[int]string{0: "Linux", 2: vi.OSRelease(), 4: arch.Name()} {
 		copy(m.Utsname[i*kdumpfmt.UtsnameFieldSize:(i+1)*kdumpfmt.UtsnameFieldSize-1], s)
 	}
-	return note
+	return note, nil
+}
+
+// loadAddrs are the vmcore's PT_LOADs as the phys_base rules read them.
+func loadAddrs(v *source.Vmcore) []kernel.Load {
+	l := make([]kernel.Load, len(v.Loads))
+	for i, s := range v.Loads {
+		l[i] = kernel.Load{Paddr: s.Paddr, Vaddr: s.Vaddr}
+	}
+	return l
 }
 
 func readUtsname(v *source.Vmcore, vi *kernel.VMCOREINFO, dst *[kdumpfmt.UtsnameSize]byte) error {
@@ -52,7 +68,7 @@ func readUtsname(v *source.Vmcore, vi *kernel.VMCOREINFO, dst *[kdumpfmt.Utsname
 	if err != nil {
 		return err
 	}
-	tr, err := kernel.NewTranslator(v, vi)
+	tr, err := v.Arch().NewTranslator(v, vi)
 	if err != nil {
 		return err
 	}

@@ -65,9 +65,12 @@ func Dmesg(o DmesgOptions, ev Events) error {
 	if vi == nil {
 		return errors.New("dmesg: the vmcore has no VMCOREINFO note (give one with -i)")
 	}
+	if err := v.Arch().Check(vi); err != nil {
+		return err
+	}
 	warnKernelVersion(ev, o.Program, vi.OSRelease())
 	noteLayout(ev, v, vi)
-	tr, err := kernel.NewTranslator(v, vi)
+	tr, err := v.Arch().NewTranslator(v, vi)
 	if err != nil {
 		return fmt.Errorf("dmesg: %w", err)
 	}
@@ -126,10 +129,13 @@ func noteLoads(ev Events, v *source.Vmcore) {
 // VMCOREINFO lines about the kernel's layout: phys_base and where it came
 // from, max_mapnr, and PAGE_OFFSET from the direct-map PT_LOAD.
 func noteLayout(ev Events, v *source.Vmcore, vi *kernel.VMCOREINFO) {
-	if pb, from, ok := physBase(v, vi); ok {
+	if pb, from, ok := v.Arch().PhysBase(vi, loadAddrs(v)); ok {
 		ev.Notef(Debug, "phys_base    : %x (%s)\n\n", pb, from)
 	}
 	ev.Notef(Debug, "max_mapnr    : %x\n", v.MaxMapnr)
+	if v.Arch() != kernel.X86_64 {
+		return // the direct-map PT_LOAD rule below is x86_64's
+	}
 	for _, l := range v.Loads {
 		if l.Vaddr < kernel.StartKernelMap && l.Vaddr >= l.Paddr {
 			ev.Notef(Debug, "page_offset  : %x (pt_load)\n", l.Vaddr-l.Paddr)

@@ -57,6 +57,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if err != nil {
 		return nil, err
 	}
+	if err := v.Arch().Check(vi); err != nil {
+		return nil, err
+	}
 	if vi != nil && dump == nil {
 		warnKernelVersion(ev, o.Program, vi.OSRelease())
 	}
@@ -112,8 +115,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		// The header describes the same crash: keep what the input says.
 		m.Utsname, m.CrashTime, m.PhysBase = dump.Header.Utsname, dump.Header.TimestampSec, dump.Sub.PhysBase
 		m.NrCPUs = dump.Header.NrCPUs
-	} else if note := fillKernelMeta(in.vmcore, vi, m); note != "" {
-		ev.Notef(Debug, "%s\n", note)
+	} else {
+		note, err := fillKernelMeta(in.vmcore, vi, m)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			ev.Notef(Debug, "%s\n", note)
+		}
 	}
 	in.meta = m
 	return in, nil
@@ -134,24 +143,6 @@ func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
 	one := c.OneCycle(maxMapnr)
 	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
 	return one
-}
-
-// physBase is the crashed kernel's phys_base: NUMBER(phys_base) from
-// VMCOREINFO (vi may be nil), else taken from the kernel-text PT_LOAD as
-// makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map). from
-// says which, in makedumpfile's words.
-func physBase(v *source.Vmcore, vi *kernel.VMCOREINFO) (pb uint64, from string, ok bool) {
-	if vi != nil {
-		if n, ok := vi.Number("phys_base"); ok {
-			return uint64(n), "vmcoreinfo", true
-		}
-	}
-	for _, l := range v.Loads {
-		if l.Vaddr >= kernel.StartKernelMap {
-			return l.Paddr - (l.Vaddr - kernel.StartKernelMap), "pt_load", true
-		}
-	}
-	return 0, "", false
 }
 
 // loadVMCOREINFO returns the crashed kernel's VMCOREINFO: the vmcore's own

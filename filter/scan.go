@@ -28,7 +28,7 @@ type Kernel struct {
 // OpenKernel finds the mem_map and struct page layout of the kernel whose
 // memory mem holds, for pfns below maxMapnr.
 func OpenKernel(vi *kernel.VMCOREINFO, mem source.Memory, maxMapnr uint64) (*Kernel, error) {
-	tr, err := kernel.NewTranslator(mem, vi)
+	tr, err := mem.Arch().NewTranslator(mem, vi)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	for range max(min(workers, len(blocks), runtime.GOMAXPROCS(0)), 1) {
 		g.Go(func() error {
 			defer cpu.Measure()()
-			tr, err := kernel.NewTranslator(k.mem, k.VMCOREINFO)
+			tr, err := k.mem.Arch().NewTranslator(k.mem, k.VMCOREINFO)
 			if err != nil {
 				return err
 			}

@@ -88,7 +88,7 @@ func (m *MemMap) flat(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 		return fmt.Errorf("mem_map: read SYMBOL(mem_map) %#x: %w", sym, err)
 	}
 	mm := binary.LittleEndian.Uint64(b[:])
-	if mm < kernelSpaceStart {
+	if mm < lowestKernelAddr(r) {
 		return fmt.Errorf("mem_map: FLATMEM mem_map %#x is not a kernel address", mm)
 	}
 	m.Sections = []Section{{StartPFN: 0, EndPFN: maxMapnr, MemMap: mm}}
@@ -99,19 +99,40 @@ func (m *MemMap) flat(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 // below it is garbage.
 const kernelSpaceStart = 0xff00000000000000
 
+// lowestKernelAddr is where r's kernel address space starts: the
+// architecture's when r is a page-table walk (*Translator), else x86_64's.
+func lowestKernelAddr(r VirtReader) uint64 {
+	if k, ok := r.(interface{ KernelSpaceStart() uint64 }); ok {
+		return k.KernelSpaceStart()
+	}
+	return kernelSpaceStart
+}
+
 func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 	sym, _ := vi.Symbol("mem_section")
 	msSize, _ := vi.Size("mem_section")
 	mapOff, _ := vi.Offset("mem_section.section_mem_map")
+	// Without the keys (kernels before 5.13 and 5.9), makedumpfile's
+	// per-architecture defaults.
+	arm64 := ArchOf(vi) == ARM64
 	sectionBits, ok := vi.Number("SECTION_SIZE_BITS")
 	if !ok {
 		sectionBits = 27
+		if arm64 {
+			sectionBits = 30
+		}
 	}
 	physBits, ok := vi.Number("MAX_PHYSMEM_BITS")
 	if !ok {
 		physBits = 46
 		if l5, _ := vi.Number("pgtable_l5_enabled"); l5 != 0 {
 			physBits = 52
+		}
+		if arm64 {
+			physBits = 48
+			if vb, _ := vi.Number("VA_BITS"); vb == 52 {
+				physBits = 52
+			}
 		}
 	}
 	pageShift := int64(12)
@@ -146,6 +167,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 			roots[i] = binary.LittleEndian.Uint64(buf[i*8:])
 		}
 	}
+	kstart := lowestKernelAddr(r)
 	// Read a root's worth of mem_section structs at a time.
 	chunk := make([]byte, perRoot*uint64(msSize))
 	for nr := uint64(0); nr < numSections; nr += perRoot {
@@ -169,7 +191,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 			}
 			start := (nr + i) * pfnsPerSection
 			mm := (v & sectionMapMask) + start*m.PageSize
-			if mm < kernelSpaceStart {
+			if mm < kstart {
 				continue // not a kernel address: makedumpfile treats it as absent
 			}
 			m.Sections = append(m.Sections, Section{StartPFN: start, EndPFN: min(start+pfnsPerSection, maxMapnr), MemMap: mm})

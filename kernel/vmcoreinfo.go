@@ -153,6 +153,31 @@ func (v *VMCOREINFO) Length(name string) (int64, bool) { return v.Value("LENGTH(
 // as PAGE_BUDDY_MAPCOUNT_VALUE (-129 on 6.1) and phys_base under KASLR.
 func (v *VMCOREINFO) Number(name string) (int64, bool) { return v.Value(numberKey(name)) }
 
+// NumberUnsigned returns NUMBER(name) read as makedumpfile's
+// READ_NUMBER_UNSIGNED reads it (strtoul): the values above 2^63 that
+// arm64's PHYS_OFFSET and kimage_voffset are, and VMALLOC_START, which
+// Number rejects as out of range. A leading '-' negates modulo 2^64, as
+// strtoul does.
+func (v *VMCOREINFO) NumberUnsigned(name string) (uint64, bool) {
+	n, err := v.RequireNumberUnsigned(name)
+	return n, err == nil
+}
+
+// RequireNumberUnsigned is NumberUnsigned with an error naming the absent
+// or malformed key.
+func (v *VMCOREINFO) RequireNumberUnsigned(name string) (uint64, error) {
+	key := numberKey(name)
+	s, ok := v.values[key]
+	if !ok {
+		return 0, fmt.Errorf("vmcoreinfo: %w %s", ErrMissingKey, key)
+	}
+	n, err := parseUnsigned(s)
+	if err != nil {
+		return 0, fmt.Errorf("vmcoreinfo: %s: %w", key, err)
+	}
+	return n, nil
+}
+
 // Value parses the value of any decimal-or-hexadecimal key (SIZE, OFFSET,
 // LENGTH, NUMBER, PAGESIZE, CRASHTIME) by makedumpfile's rule. It reports
 // false when the key is absent, malformed or out of int64's range.
@@ -234,6 +259,38 @@ func parseHex(s string) (uint64, error) {
 		return 0, fmt.Errorf("invalid hexadecimal value %q", s)
 	}
 	return n, nil
+}
+
+// parseUnsigned follows makedumpfile's read_vmcoreinfo_ulong: decimal
+// first (strtoul base 10); when characters remain, hexadecimal (strtoul
+// base 16, which takes a sign and a 0x prefix too). A sign negates modulo
+// 2^64. Leading blanks are not skipped and values beyond 64 bits are
+// errors rather than clamped.
+func parseUnsigned(s string) (uint64, error) {
+	t, neg := s, false
+	switch {
+	case strings.HasPrefix(t, "-"):
+		t, neg = t[1:], true
+	case strings.HasPrefix(t, "+"):
+		t = t[1:]
+	}
+	u, err := strconv.ParseUint(t, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		h := strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
+		if h == "" || h[0] == '+' || h[0] == '-' {
+			return 0, fmt.Errorf("invalid number %q", s)
+		}
+		u, err = strconv.ParseUint(h, 16, 64)
+	}
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("value %q is out of range", s)
+	case err != nil || t == "" || t[0] == '+' || t[0] == '-':
+		return 0, fmt.Errorf("invalid number %q", s)
+	case neg:
+		return -u, nil
+	}
+	return u, nil
 }
 
 // parseNumber follows makedumpfile: decimal first (strtol base 10); when

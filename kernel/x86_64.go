@@ -1,10 +1,8 @@
 package kernel
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // x86_64 kernel address-space constants (arch/x86/include/asm/page_64_types.h
@@ -23,95 +21,54 @@ const (
 
 // Page-table entry bits and sizes.
 const (
-	pteSize      = 8
-	ptEntries    = 512
-	tableSize    = ptEntries * pteSize
-	ptePresent   = 1 << 0
-	ptePSE       = 1 << 7 // page size: a leaf at PUD (1 GiB) or PMD (2 MiB) level
-	pteAddrMask  = 0x000ffffffffff000
-	pageSize4K   = 1 << 12
-	pageSize2M   = 1 << 21
-	pageSize1G   = 1 << 30
-	tableCacheSz = 16
+	pteSize     = 8
+	ptEntries   = 512
+	tableSize   = ptEntries * pteSize
+	ptePresent  = 1 << 0
+	ptePSE      = 1 << 7 // page size: a leaf at PUD (1 GiB) or PMD (2 MiB) level
+	pteAddrMask = 0x000ffffffffff000
+	pageSize4K  = 1 << 12
+	pageSize2M  = 1 << 21
+	pageSize1G  = 1 << 30
 
 	// maxPageOffsetProbes bounds FindPageOffset's work (16 TiB of 1 GiB
 	// probes through present entries).
 	maxPageOffsetProbes = 1 << 14
 )
 
-// PhysReader reads physical memory of the dumped machine. ReadPhys must fill
-// all of p or return an error; in particular an address the dump does not
-// hold must be an error, which is how a page table pointing outside memory
-// is caught.
-type PhysReader interface {
-	ReadPhys(paddr uint64, p []byte) error
+// x86 is the Linux x86_64 kernel.
+type x86 struct{}
+
+// X86_64 is the x86_64 kernel.
+var X86_64 Arch = x86{}
+
+func (x86) Name() string            { return "x86_64" }
+func (x86) ELFMachine() uint16      { return 62 }  // EM_X86_64
+func (x86) PrstatusSize() int       { return 336 } // struct elf_prstatus
+func (x86) FallbackUtsname() bool   { return true }
+func (x86) Check(*VMCOREINFO) error { return nil }
+
+func (x86) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) {
+	return NewTranslator(r, vi)
 }
 
-// ErrNotPresent is wrapped by a TranslationError when a page-table entry on
-// the walk lacks its present bit: the address is simply not mapped.
-var ErrNotPresent = errors.New("not present")
-
-// ErrNonCanonical is wrapped by a TranslationError for an address whose high
-// bits are not a sign extension of the top translated bit; no page table can
-// map such an address.
-var ErrNonCanonical = errors.New("non-canonical address")
-
-// TranslationError describes a failed virtual-to-physical translation. Its
-// message reads like "vtop 0xffffffff81000000: PMD entry not present".
-type TranslationError struct {
-	Vaddr uint64
-	// Level names the table whose entry stopped the walk: "PGD", "P4D",
-	// "PUD", "PMD" or "PTE"; empty for a non-canonical address.
-	Level string
-	// Entry is the offending entry's value, when it could be read.
-	Entry uint64
-	// Span is the size of the virtual range the stopping entry covers (512
-	// GiB for a 4-level PGD entry, 2 MiB for a PMD entry, ...). A scanner
-	// that meets ErrNotPresent may skip Span bytes from the aligned start,
-	// since the whole range is unmapped.
-	Span uint64
-	Err  error
-}
-
-func (e *TranslationError) Error() string {
-	switch {
-	case e.Level == "":
-		return fmt.Sprintf("vtop %#x: %v", e.Vaddr, e.Err)
-	case errors.Is(e.Err, ErrNotPresent):
-		return fmt.Sprintf("vtop %#x: %s entry not present", e.Vaddr, e.Level)
-	default:
-		return fmt.Sprintf("vtop %#x: %s entry %#x: %v", e.Vaddr, e.Level, e.Entry, e.Err)
+// PhysBase is NUMBER(phys_base), else taken from the kernel-text PT_LOAD
+// as makedumpfile takes it: p_paddr - (p_vaddr - __START_KERNEL_map).
+func (x86) PhysBase(vi *VMCOREINFO, loads []Load) (uint64, string, bool) {
+	if vi != nil {
+		if n, ok := vi.Number("phys_base"); ok {
+			return uint64(n), "vmcoreinfo", true
+		}
 	}
+	for _, l := range loads {
+		if l.Vaddr >= StartKernelMap {
+			return l.Paddr - (l.Vaddr - StartKernelMap), "pt_load", true
+		}
+	}
+	return 0, "", false
 }
 
-func (e *TranslationError) Unwrap() error { return e.Err }
-
-// Translator walks the kernel's own page tables (init_top_pgt, the tables
-// swapper uses) to translate kernel virtual addresses, as makedumpfile's
-// vtop4_x86_64 does. There is deliberately no direct-map shortcut: the walk
-// is the ground truth and works for vmalloc, vmemmap and the kernel text
-// alike.
-//
-// A Translator caches a few recently read tables; it is safe for concurrent
-// use.
-type Translator struct {
-	r       PhysReader
-	top     uint64 // physical address of the top-level table
-	levels  int    // 4 or 5
-	smeMask uint64 // AMD SME/SEV encryption bit(s), cleared from addresses
-
-	mu    sync.Mutex
-	cache [tableCacheSz]cachedTable
-	next  int // round-robin replacement cursor
-}
-
-type cachedTable struct {
-	paddr uint64
-	valid bool
-	ent   [ptEntries]uint64
-}
-
-// NewTranslator builds a Translator from VMCOREINFO: the top table is at
+// NewTranslator builds an x86_64 Translator from VMCOREINFO: the top table is at
 // SYMBOL(init_top_pgt) - __START_KERNEL_map + NUMBER(phys_base), using
 // init_level4_pgt instead when present (kernels before 4.13 call it that);
 // paging is 5-level when NUMBER(pgtable_l5_enabled) is non-zero; and
@@ -164,26 +121,7 @@ func NewTranslatorAt(r PhysReader, topPaddr uint64, levels int, smeMask uint64) 
 	if topPaddr&(tableSize-1) != 0 || topPaddr&^pteAddrMask != 0 {
 		return nil, fmt.Errorf("top-level table address %#x is not a page-aligned 52-bit physical address", topPaddr)
 	}
-	return &Translator{r: r, top: topPaddr, levels: levels, smeMask: smeMask}, nil
-}
-
-// TopTable is the physical address of the top-level page table.
-func (t *Translator) TopTable() uint64 { return t.top }
-
-// Levels is the paging depth, 4 or 5.
-func (t *Translator) Levels() int { return t.levels }
-
-// Mapping is one successful translation.
-type Mapping struct {
-	Paddr uint64 // physical address of the translated byte
-	// PageSize is the size of the page that maps it: 4 KiB, 2 MiB or 1 GiB.
-	PageSize uint64
-}
-
-// VtoP translates a kernel virtual address to a physical one.
-func (t *Translator) VtoP(vaddr uint64) (uint64, error) {
-	m, err := t.Lookup(vaddr)
-	return m.Paddr, err
+	return &Translator{r: r, format: x86Format{}, top: topPaddr, levels: levels, smeMask: smeMask}, nil
 }
 
 // levelInfo describes the walk from the top table down: name and the
@@ -199,9 +137,16 @@ var levelInfo = [5]struct {
 	{"PTE", 12},
 }
 
-// Lookup translates vaddr and also reports the size of the page mapping it,
-// so that callers can move through memory a page at a time.
-func (t *Translator) Lookup(vaddr uint64) (Mapping, error) {
+// x86Format is the x86_64 page-table format (4 or 5 levels of 512
+// entries; 2 MiB and 1 GiB pages marked by the PSE bit), walked as
+// makedumpfile's vtop4_x86_64 and vtop5_x86_64 walk it.
+type x86Format struct{}
+
+func (x86Format) tableEntries() int { return ptEntries }
+
+func (x86Format) kernelStart() uint64 { return kernelSpaceStart }
+
+func (x86Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
 	// Canonical check: the bits above the top index must copy its top bit.
 	topBit := uint(47)
 	if t.levels == 5 {
@@ -250,101 +195,6 @@ func (t *Translator) Lookup(vaddr uint64) (Mapping, error) {
 	return Mapping{}, &TranslationError{Vaddr: vaddr, Err: errors.New("page-table walk did not end")}
 }
 
-// entry returns entry idx of the table at physical address paddr, through
-// the table cache.
-func (t *Translator) entry(paddr, idx uint64) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i := range t.cache {
-		if c := &t.cache[i]; c.valid && c.paddr == paddr {
-			return c.ent[idx], nil
-		}
-	}
-	var buf [tableSize]byte
-	if err := t.r.ReadPhys(paddr, buf[:]); err != nil {
-		return 0, err
-	}
-	// The top table is used by every walk: keep it in slot 0 for good.
-	slot := 0
-	if paddr != t.top {
-		slot = 1 + t.next
-		t.next = (t.next + 1) % (tableCacheSz - 1)
-	}
-	c := &t.cache[slot]
-	for i := range c.ent {
-		c.ent[i] = binary.LittleEndian.Uint64(buf[i*pteSize:])
-	}
-	c.paddr, c.valid = paddr, true
-	return c.ent[idx], nil
-}
-
-// ReadVirt reads len(p) bytes of kernel virtual memory starting at vaddr,
-// translating each page on the way, so the range may cross page boundaries
-// and physically discontiguous pages.
-func (t *Translator) ReadVirt(vaddr uint64, p []byte) error {
-	for done := 0; done < len(p); {
-		va := vaddr + uint64(done)
-		if va < vaddr {
-			return fmt.Errorf("read %d bytes at virtual %#x: address range wraps", len(p), vaddr)
-		}
-		m, err := t.Lookup(va)
-		if err != nil {
-			return fmt.Errorf("read %d bytes at virtual %#x: %w", len(p), vaddr, err)
-		}
-		n := m.PageSize - va&(m.PageSize-1)
-		if rest := uint64(len(p) - done); n > rest {
-			n = rest
-		}
-		if err := t.r.ReadPhys(m.Paddr, p[done:done+int(n)]); err != nil {
-			return fmt.Errorf("read %d bytes at virtual %#x: physical %#x: %w", len(p), vaddr, m.Paddr, err)
-		}
-		done += int(n)
-	}
-	return nil
-}
-
-// PhysSlicer serves physical memory without copying when it can (an mmap
-// window of the vmcore); the slice is valid until its next call.
-type PhysSlicer interface {
-	SlicePhys(paddr uint64, n int) ([]byte, error)
-}
-
-// SliceVirt returns n bytes of kernel virtual memory at vaddr: a slice
-// straight from p when one page mapping (4 KiB, 2 MiB or 1 GiB) covers the
-// whole range, as it does for a section's struct pages in the vmemmap;
-// otherwise a copy read page by page through p into *buf, which is grown
-// to n bytes when it is shorter (callers keep it from call to call, and
-// pay for it only when the memory is not contiguous).
-func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf *[]byte) ([]byte, error) {
-	m, err := t.Lookup(vaddr)
-	if err != nil {
-		return nil, fmt.Errorf("read %d bytes at virtual %#x: %w", n, vaddr, err)
-	}
-	if uint64(n) <= m.PageSize-vaddr&(m.PageSize-1) {
-		return p.SlicePhys(m.Paddr, n)
-	}
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	dst := (*buf)[:n]
-	for done := 0; done < n; {
-		va := vaddr + uint64(done)
-		if done > 0 {
-			if m, err = t.Lookup(va); err != nil {
-				return nil, fmt.Errorf("read %d bytes at virtual %#x: %w", n, vaddr, err)
-			}
-		}
-		k := int(min(m.PageSize-va&(m.PageSize-1), uint64(n-done)))
-		b, err := p.SlicePhys(m.Paddr, k)
-		if err != nil {
-			return nil, fmt.Errorf("read %d bytes at virtual %#x: physical %#x: %w", n, vaddr, m.Paddr, err)
-		}
-		copy(dst[done:], b)
-		done += k
-	}
-	return dst, nil
-}
-
 // FindPageOffset finds PAGE_OFFSET, the start of the kernel's direct mapping
 // of all physical memory (page_offset_base), by walking the page tables.
 //
@@ -370,6 +220,9 @@ func (t *Translator) SliceVirt(p PhysSlicer, vaddr uint64, n int, buf *[]byte) (
 // after maxPageOffsetProbes. The result is cross-checked: the direct-map
 // address of the top-level table itself must translate back to it.
 func (t *Translator) FindPageOffset() (uint64, error) {
+	if _, ok := t.format.(x86Format); !ok {
+		return 0, errors.New("searching for the direct map: not an x86_64 page table")
+	}
 	// Kernel half: top-level entries 256..511.
 	topShift := uint(39)
 	if t.levels == 5 {

@@ -8,32 +8,53 @@ import (
 	"strconv"
 
 	"pagepipe/kdumpfmt"
+	"pagepipe/kernel"
 )
 
 // ErrUnsupported is the root of every refusal of an input that pagepipe
-// could read but not dump right: another architecture, another page size.
-// A caller tells it apart with errors.Is to refuse before any output
-// exists; the message names what is not supported.
+// could read but not dump right: another architecture, another page size,
+// an ELF header and a kernel that disagree. A caller tells it apart with
+// errors.Is to refuse before any output exists; the message names what is
+// not supported.
 var ErrUnsupported = errors.New("not supported")
 
 // ArchError says that a vmcore or dump comes from an architecture pagepipe
-// does not dump. pagepipe's page-table walk, kernel address-space layout,
-// header fields and note sizes are x86_64's: a dump of another
-// architecture's memory made with them would look valid and be wrong
-// (readers take the architecture from the header's utsname machine), so
-// such an input is refused, never dumped.
+// does not dump (the supported ones are package kernel's Arch values):
+// made with another architecture's page-table walk, header fields and
+// note sizes, a dump would look valid and be wrong (readers take the
+// architecture from the header's utsname machine), so such an input is
+// refused, never dumped.
 type ArchError struct {
-	// Arch names the architecture as uname -m does ("aarch64", "ppc64le").
+	// Arch names the architecture as uname -m does ("ppc64le", "s390x").
 	Arch string
 	// From says what told it: the ELF header, VMCOREINFO, the kdump header.
 	From string
 }
 
 func (e *ArchError) Error() string {
-	return fmt.Sprintf("%s vmcores are not supported (%s); pagepipe dumps x86_64 vmcores only", e.Arch, e.From)
+	return fmt.Sprintf("%s vmcores are not supported (%s); pagepipe dumps %s vmcores", e.Arch, e.From, supportedNames())
 }
 
 func (e *ArchError) Unwrap() error { return ErrUnsupported }
+
+// supportedNames lists the supported architectures for messages.
+func supportedNames() string {
+	return kernel.X86_64.Name() + " and " + kernel.ARM64.Name()
+}
+
+// MixedArchError says that two parts of one input name different
+// architectures (an x86_64 ELF header in front of an arm64 kernel's
+// VMCOREINFO, say): whichever is believed, the dump would be wrong.
+type MixedArchError struct {
+	Arch, From   string // what the header says, and which header
+	Other, Where string // what the other part says, and where
+}
+
+func (e *MixedArchError) Error() string {
+	return fmt.Sprintf("the %s says %s but %s is %s's: a vmcore mixing architectures is not supported", e.From, e.Arch, e.Where, e.Other)
+}
+
+func (e *MixedArchError) Unwrap() error { return ErrUnsupported }
 
 // PageSizeError says that the crashed kernel's pages are not PageSize
 // bytes (ppc64le's and some arm64 kernels' are 64 KiB).
@@ -103,43 +124,35 @@ func elfArch(eh []byte) (arch string, ok bool) {
 	return "", false
 }
 
-// checkELFArch refuses an ELF whose header is not an x86_64 core's. It is
-// called only on a header with the ELF magic.
-func checkELFArch(eh []byte) error {
+// checkELFArch returns the architecture of an ELF header, refusing one
+// pagepipe does not dump. It is called only on a header with the ELF
+// magic.
+func checkELFArch(eh []byte) (kernel.Arch, error) {
 	elf64le := eh[4] == 2 && eh[5] == 1
-	arch, known := elfArch(eh)
-	switch {
-	case known && arch != "x86_64":
-		return &ArchError{Arch: arch, From: "ELF e_machine"}
-	case !elf64le:
-		return ErrNotELF // an x86_64 core is ELF64 little-endian
-	case !known:
+	name, known := elfArch(eh)
+	if !known {
+		if !elf64le {
+			return nil, ErrNotELF
+		}
 		m := binary.LittleEndian.Uint16(eh[18:])
-		return &ArchError{Arch: fmt.Sprintf("e_machine %d", m), From: "ELF header"}
+		return nil, &ArchError{Arch: fmt.Sprintf("e_machine %d", m), From: "ELF header"}
 	}
-	return nil
+	a, ok := kernel.ArchByName(name)
+	if !ok {
+		return nil, &ArchError{Arch: name, From: "ELF e_machine"}
+	}
+	if !elf64le {
+		return nil, ErrNotELF // the supported architectures' cores are ELF64 little-endian
+	}
+	return a, nil
 }
 
-// foreignKeys are VMCOREINFO keys that each architecture's
-// arch_crash_save_vmcoreinfo writes and x86_64's never does, so that a
-// vmcore whose ELF header claims x86_64 but whose kernel was another's is
-// caught too.
-var foreignKeys = []struct{ key, arch string }{
-	{"NUMBER(kimage_voffset)", "aarch64"},
-	{"NUMBER(TCR_EL1_T1SZ)", "aarch64"},
-	{"NUMBER(phys_ram_base)", "riscv64"},
-	{"NUMBER(KERNEL_LINK_ADDR)", "riscv64"},
-	{"SYMBOL(vmemmap_list)", "ppc64le"},
-	{"SYMBOL(mmu_psize_defs)", "ppc64le"},
-	{"SYMBOL(lowcore_ptr)", "s390x"},
-	{"CONFIG_X86_PAE", "i386"},
-}
-
-// checkVMCOREINFO refuses VMCOREINFO text that names another
-// architecture's kernel or another page size. It reads the keys as plain
-// lines ("KEY=VALUE"), without package kernel's parser: the check must
-// hold whatever else the text gets wrong.
-func checkVMCOREINFO(text []byte) error {
+// checkVMCOREINFO refuses VMCOREINFO text that names another architecture
+// than arch (its kernel's own keys: kernel.ArchClaimedBy) or another page
+// size than 4 KiB. It reads the keys as plain lines ("KEY=VALUE"), without
+// package kernel's parser: the check must hold whatever else the text
+// gets wrong.
+func checkVMCOREINFO(text []byte, arch kernel.Arch, from string) error {
 	for len(text) > 0 {
 		var line []byte
 		line, text, _ = bytes.Cut(text, []byte("\n"))
@@ -154,29 +167,54 @@ func checkVMCOREINFO(text []byte) error {
 			}
 			continue
 		}
-		for _, f := range foreignKeys {
-			if string(key) == f.key {
-				return &ArchError{Arch: f.arch, From: "VMCOREINFO " + f.key}
-			}
+		other := kernel.ArchClaimedBy(string(key))
+		switch _, known := kernel.ArchByName(other); {
+		case other == "" || other == arch.Name():
+		case !known:
+			return &ArchError{Arch: other, From: "VMCOREINFO " + string(key)}
+		default:
+			return &MixedArchError{Arch: arch.Name(), From: from, Other: other, Where: "VMCOREINFO " + string(key)}
 		}
 	}
 	return nil
 }
 
-// checkArch refuses a kdump-compressed dump of another architecture or
-// page size: its header's utsname machine (what crash, libkdumpfile and
-// drgn go by), its block size, and the VMCOREINFO it carries.
+// checkArch decides the architecture of a kdump-compressed dump to be
+// dumped again, refusing another architecture or page size: its header's
+// utsname machine (what crash, libkdumpfile and drgn go by; when empty,
+// VMCOREINFO's keys decide), its block size, and the VMCOREINFO it
+// carries.
 func (d *Dump) checkArch() error {
 	const machine = 4 // utsname fields: sysname, nodename, release, version, machine, domainname
 	f := d.Header.Utsname[machine*kdumpfmt.UtsnameFieldSize : (machine+1)*kdumpfmt.UtsnameFieldSize]
-	if m, _, _ := bytes.Cut(f, []byte{0}); len(m) > 0 && string(m) != "x86_64" {
-		return &ArchError{Arch: string(m), From: "kdump header utsname machine"}
+	from := "kdump header utsname machine"
+	if m, _, _ := bytes.Cut(f, []byte{0}); len(m) > 0 {
+		a, ok := kernel.ArchByName(string(m))
+		if !ok {
+			return &ArchError{Arch: string(m), From: from}
+		}
+		d.arch = a
+	} else {
+		d.arch, from = kernel.X86_64, "kdump header (no utsname machine)"
+		if vi, err := kernel.ParseVMCOREINFO(d.notes.Vmcoreinfo()); err == nil {
+			d.arch = kernel.ArchOf(vi)
+			from = "VMCOREINFO (no utsname machine)"
+		}
 	}
 	if bs := uint64(d.Header.BlockSize); bs != PageSize {
 		return &PageSizeError{Size: bs, From: "kdump header block_size"}
 	}
 	if d.notes.VmcoreinfoSize > 0 {
-		return checkVMCOREINFO(d.notes.Vmcoreinfo())
+		return checkVMCOREINFO(d.notes.Vmcoreinfo(), d.arch, from)
 	}
 	return nil
+}
+
+// Arch is the dump's architecture (checkArch decides it; x86_64 for a
+// dump opened with OpenDump alone).
+func (d *Dump) Arch() kernel.Arch {
+	if d.arch == nil {
+		return kernel.X86_64
+	}
+	return d.arch
 }

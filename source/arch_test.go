@@ -1,6 +1,7 @@
 package source
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,8 +12,9 @@ import (
 	"pagepipe/kdumpfmt"
 )
 
-// Every architecture but x86_64 is refused by its ELF header, whatever
-// its class and byte order, with an error naming it.
+// Every architecture but x86_64 and aarch64 is refused by its ELF
+// header, whatever its class and byte order, with an error naming it; the
+// two supported ones open with their architecture.
 func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 	for _, a := range synth.Archs() {
 		t.Run(a.String(), func(t *testing.T) {
@@ -22,11 +24,14 @@ func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, err := Open(path)
-			if a == synth.X86_64 {
+			if a == synth.X86_64 || a == synth.AArch64 {
 				if err != nil {
-					t.Fatalf("x86_64: %v", err)
+					t.Fatalf("%s: %v", a, err)
 				}
-				v.Close()
+				defer v.Close()
+				if v.Arch().Name() != a.String() {
+					t.Fatalf("Arch = %s, want %s", v.Arch().Name(), a)
+				}
 				return
 			}
 			var ae *ArchError
@@ -49,7 +54,7 @@ func TestParseELFRefusesForeignVMCOREINFO(t *testing.T) {
 	}{
 		{"x86_64", synth.DefaultVMCOREINFO, ""},
 		{"none", "", ""},
-		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "aarch64 vmcores"},
+		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "the ELF header says x86_64 but VMCOREINFO NUMBER(kimage_voffset) is aarch64's"},
 		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "riscv64 vmcores"},
 		{"ppc64 keys", "OSRELEASE=6.1\nSYMBOL(vmemmap_list)=c0000000029b6b88\n", "ppc64le vmcores"},
 		{"s390 keys", "OSRELEASE=6.1\nSYMBOL(lowcore_ptr)=1c0c8a8\n", "s390x vmcores"},
@@ -93,7 +98,7 @@ func TestOpenMemoryRefusesForeignDumps(t *testing.T) {
 	}{
 		{"x86_64", 4096, setMachine("x86_64"), ""},
 		{"no utsname", 4096, nil, ""},
-		{"aarch64", 4096, setMachine("aarch64"), "aarch64 vmcores are not supported"},
+		{"aarch64", 4096, setMachine("aarch64"), ""}, // supported: its VMCOREINFO decides the rest (dump.prepare)
 		{"ppc64le", 4096, setMachine("ppc64le"), "ppc64le vmcores are not supported"},
 		{"64k blocks", 65536, nil, "65536-byte pages are not supported"},
 	} {
@@ -121,6 +126,58 @@ func TestOpenMemoryRefusesForeignDumps(t *testing.T) {
 			}
 			if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("OpenMemory = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// An ELF header saying one supported architecture in front of another's
+// kernel is refused, whichever way round: by VMCOREINFO's keys, or by the
+// CPU notes' NT_PRSTATUS size.
+func TestParseELFRefusesMixedArchitectures(t *testing.T) {
+	arm := synth.ForeignMachine(synth.AArch64, 4)
+	armVI := arm.VMCOREINFO
+	for _, tc := range []struct {
+		name    string
+		spec    func() synth.Spec
+		machine uint16 // e_machine written over the header's; 0 keeps it
+		want    string
+	}{
+		{"aarch64 ELF, x86_64 VMCOREINFO", func() synth.Spec {
+			s := arm
+			s.VMCOREINFO = synth.DefaultVMCOREINFO
+			return s
+		}, 0, "the ELF header says aarch64 but VMCOREINFO"},
+		{"x86_64 ELF, aarch64 VMCOREINFO", func() synth.Spec {
+			s := synth.ForeignMachine(synth.X86_64, 4)
+			s.VMCOREINFO = armVI
+			return s
+		}, 0, "the ELF header says x86_64 but VMCOREINFO NUMBER(kimage_voffset) is aarch64's"},
+		{"x86_64 ELF, aarch64 CPU notes", func() synth.Spec {
+			s := arm
+			s.VMCOREINFO = ""
+			return s
+		}, 62, "the ELF header says x86_64 but a 392-byte NT_PRSTATUS note (x86_64: 336)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "vmcore")
+			if err := synth.WriteFile(path, tc.spec()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.machine != 0 {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				binary.LittleEndian.PutUint16(b[18:], tc.machine)
+				if err := os.WriteFile(path, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Open(path)
+			var me *MixedArchError
+			if !errors.As(err, &me) || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, want a MixedArchError saying %q", err, tc.want)
 			}
 		})
 	}

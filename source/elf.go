@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"pagepipe/kernel"
 )
 
 // PageSize is the x86_64 page size pagepipe works in.
@@ -65,7 +67,16 @@ type Info struct {
 	VmcoreinfoOff, VmcoreinfoSize uint64
 	// MaxMapnr is one past the highest pfn of any PT_LOAD.
 	MaxMapnr uint64
+	// arch is the architecture e_machine names (nil for a dump's notes).
+	arch kernel.Arch
+	// prstatusSize is the first CORE NT_PRSTATUS descriptor size that
+	// differs from the architecture's; 0 when all agree.
+	prstatusSize int
 }
+
+// Arch is the architecture of the vmcore's kernel, from e_machine (and
+// checked against VMCOREINFO and the CPU notes).
+func (in *Info) Arch() kernel.Arch { return in.arch }
 
 // Vmcoreinfo returns the VMCOREINFO text, or nil.
 func (in *Info) Vmcoreinfo() []byte {
@@ -96,7 +107,8 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 	if !bytes.Equal(eh[:4], []byte("\x7fELF")) {
 		return nil, ErrNotELF
 	}
-	if err := checkELFArch(eh[:]); err != nil {
+	arch, err := checkELFArch(eh[:])
+	if err != nil {
 		return nil, err
 	}
 	le := binary.LittleEndian
@@ -129,7 +141,7 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		return nil, fmt.Errorf("read program headers: %w", err)
 	}
 
-	in := &Info{Ehdr: eh}
+	in := &Info{Ehdr: eh, arch: arch}
 	var noteSegs [][2]uint64
 	for i := uint64(0); i < phnum; i++ {
 		p := ph[i*phdrSize:]
@@ -187,8 +199,12 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			return nil, err
 		}
 	}
-	if err := checkVMCOREINFO(in.Vmcoreinfo()); err != nil {
+	if err := checkVMCOREINFO(in.Vmcoreinfo(), arch, "ELF header"); err != nil {
 		return nil, err
+	}
+	if in.prstatusSize != 0 && in.prstatusSize != arch.PrstatusSize() {
+		return nil, &MixedArchError{Arch: arch.Name(), From: "ELF header", Other: "another architecture",
+			Where: fmt.Sprintf("a %d-byte NT_PRSTATUS note (%s: %d)", in.prstatusSize, arch.Name(), arch.PrstatusSize())}
 	}
 	return in, nil
 }
@@ -215,6 +231,9 @@ func (in *Info) walkNotes(start int) error {
 		switch {
 		case name == "CORE" && typ == ntPrstatus:
 			in.NrCPUs++
+			if in.arch != nil && int(descsz) != in.arch.PrstatusSize() && in.prstatusSize == 0 {
+				in.prstatusSize = int(descsz)
+			}
 		case name == "VMCOREINFO" && in.VmcoreinfoSize == 0:
 			in.VmcoreinfoOff = uint64(start) + descOff
 			in.VmcoreinfoSize = descsz

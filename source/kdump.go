@@ -10,6 +10,7 @@ import (
 	"pagepipe/bitmap"
 	"pagepipe/codec"
 	"pagepipe/kdumpfmt"
+	"pagepipe/kernel"
 )
 
 // Dump is an open kdump-compressed file (pagepipe's or makedumpfile's),
@@ -24,9 +25,10 @@ type Dump struct {
 
 	f     dumpFile
 	size  int64
-	descs uint64   // file offset of the descriptor array
-	ranks []uint64 // dumpable pages before each rankStep-pfn block
-	notes Info     // the copied ELF notes, walked
+	descs uint64      // file offset of the descriptor array
+	ranks []uint64    // dumpable pages before each rankStep-pfn block
+	notes Info        // the copied ELF notes, walked
+	arch  kernel.Arch // decided by checkArch
 
 	mu     sync.Mutex // guards shared, the reader behind ReadPage and ReadPhys
 	shared *dumpReader

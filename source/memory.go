@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"pagepipe/bitmap"
+	"pagepipe/kernel"
 )
 
 // Memory is a crashed machine's memory as pagepipe reads it: an ELF vmcore
@@ -17,6 +18,8 @@ type Memory interface {
 	// Notes returns the ELF notes, the CPU count and where the VMCOREINFO
 	// text is in them (size 0: none).
 	Notes() (notes []byte, nrCPUs int, vmcoreinfoOff, vmcoreinfoSize uint64)
+	// Arch is the architecture of the crashed kernel.
+	Arch() kernel.Arch
 	// Pfns returns one past the highest pfn of the machine.
 	Pfns() uint64
 	// Bitmaps returns the 1st bitmap (pfns present) and the 2nd as far as
