@@ -40,7 +40,7 @@ func fillKernelMeta(v *source.Vmcore, vi *kernel.VMCOREINFO, m *sink.Meta) (note
 		return "", nil
 	}
 	if !arch.FallbackUtsname() {
-		return "", fmt.Errorf("%s vmcore: utsname for the header: %w", arch.Name(), err)
+		return "", source.Unsupported(fmt.Errorf("%s vmcore: utsname for the header: %w", arch.Name(), err))
 	}
 	note = fmt.Sprintf("utsname not read from kernel memory (%v); using OSRELEASE", err)
 	clear(m.Utsname[:])

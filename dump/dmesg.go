@@ -66,7 +66,7 @@ func Dmesg(o DmesgOptions, ev Events) error {
 		return errors.New("dmesg: the vmcore has no VMCOREINFO note (give one with -i)")
 	}
 	if err := v.Arch().Check(vi); err != nil {
-		return err
+		return source.Unsupported(err)
 	}
 	warnKernelVersion(ev, o.Program, vi.OSRelease())
 	noteLayout(ev, v, vi)

@@ -58,7 +58,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		return nil, err
 	}
 	if err := v.Arch().Check(vi); err != nil {
-		return nil, err
+		return nil, source.Unsupported(err)
 	}
 	if vi != nil && dump == nil {
 		warnKernelVersion(ev, o.Program, vi.OSRelease())

@@ -42,6 +42,21 @@ func supportedNames() string {
 	return kernel.X86_64.Name() + " and " + kernel.ARM64.Name()
 }
 
+// Unsupported marks err, which says why an input cannot be dumped right
+// (an arm64 VMCOREINFO without a key the walk needs, say), as a refusal:
+// errors.Is(result, ErrUnsupported) holds and the message is err's.
+func Unsupported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unsupported{err}
+}
+
+type unsupported struct{ err error }
+
+func (u unsupported) Error() string   { return u.err.Error() }
+func (u unsupported) Unwrap() []error { return []error{u.err, ErrUnsupported} }
+
 // MixedArchError says that two parts of one input name different
 // architectures (an x86_64 ELF header in front of an arm64 kernel's
 // VMCOREINFO, say): whichever is believed, the dump would be wrong.

@@ -54,6 +54,13 @@ type KernelSpec struct {
 	// (PGTY_unaccepted, exported as PAGE_UNACCEPTED_MAPCOUNT_VALUE as 6.16+
 	// kernels do). 6.12 profile only.
 	Unaccepted bool
+	// VABits is an arm64 machine's VA_BITS: 39, 48 (0: Debian's) or 52
+	// (karm64.go). VABitsActual is vabits_actual (64 - TCR_EL1_T1SZ): 0
+	// means VA_BITS; a 52-bit kernel on hardware without LVA runs at 48.
+	// PA52 sets MAX_PHYSMEM_BITS to 52 (52-bit VA kernels only; LPA2
+	// descriptors when 52-bit VAs are in use). x86_64 machines ignore them.
+	VABits, VABitsActual int
+	PA52                 bool
 }
 
 // Memory model constants (x86_64 4-level paging, Debian config): the
@@ -116,6 +123,7 @@ type statusRange struct {
 // the page tables, the symbol values. It is immutable once built.
 type kmem struct {
 	prof       *profile
+	arm        *arm64Layout // nil: x86_64
 	ks         KernelSpec
 	seed       uint64
 	segs       []Segment // the spec's (RAM)
@@ -177,7 +185,7 @@ func kernelOf(s *Spec) (*kmem, error) {
 	e := v.(*kernelCacheEntry)
 	e.mu.Lock()
 	for _, k := range slices.Backward(e.kms) {
-		if k.ks == *s.Kernel && k.seed == s.Seed &&
+		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) &&
 			(slices.Equal(k.segs, s.Segments) || slices.Equal(k.fileSegs, s.Segments)) {
 			e.mu.Unlock()
 			return k, nil
@@ -226,6 +234,19 @@ func buildKernel(s *Spec) (*kmem, error) {
 		prof: prof, ks: ks, seed: s.Seed, segs: slices.Clone(s.Segments),
 		unaccepted: ks.Unaccepted, small: map[uint64]*[PageSize]byte{},
 		smallZero: map[uint64]bool{}, sym: map[string]uint64{},
+	}
+	if s.Arch == AArch64 {
+		if k.arm, err = newARM64Layout(ks); err != nil {
+			return nil, err
+		}
+		// arm64 has no PG_uncached (x86's PAT flag, gone in 6.12): the
+		// flags after it are one lower (the arm64 6.1 vmcore's
+		// PG_hwpoison is 22, amd64's 23).
+		if !prof.atLeast(6, 12) {
+			p := *prof
+			p.pg.hwpoison--
+			k.prof = &p
+		}
 	}
 	if err := k.ramFromSegments(); err != nil {
 		return nil, err
@@ -304,7 +325,7 @@ func (k *kmem) ramFromSegments() error {
 	}
 	k.ram = out
 	k.endPFN = out[len(out)-1].hi
-	if k.endPFN > 1<<(maxPhysmemBits-12) {
+	if k.endPFN > 1<<(k.physBits()-12) {
 		return errors.New("synth: kernel machine memory beyond MAX_PHYSMEM_BITS")
 	}
 	k.nsec = (k.endPFN + pagesPerSection - 1) / pagesPerSection
@@ -331,10 +352,25 @@ func (k *kmem) inRAM(lo, hi uint64) bool {
 	return i < len(k.ram) && k.ram[i].lo <= lo && hi <= k.ram[i].hi
 }
 
+// physBits is MAX_PHYSMEM_BITS.
+func (k *kmem) physBits() int {
+	if k.arm != nil {
+		return k.arm.physBits()
+	}
+	return maxPhysmemBits
+}
+
+// nrRoots is NR_SECTION_ROOTS, LENGTH(mem_section).
+func (k *kmem) nrRoots() uint64 {
+	return (1 << (k.physBits() - sectionSizeBits)) / sectionsPerRoot
+}
+
 // virtualLayout picks the kernel's virtual addresses.
 func (k *kmem) virtualLayout() {
 	k.pageOffset, k.vmemmap, k.vmallocStart = directMapBase, vmemmapBaseL4, vmallocBaseL4
-	if k.ks.KASLR {
+	if k.arm != nil {
+		k.virtualLayoutARM64()
+	} else if k.ks.KASLR {
 		// kernel_randomize_memory moves each region up in PUD (1 GiB)
 		// steps; the direct map stays below vmalloc and vmemmap.
 		k.pageOffset += (k.draw(drawPageOffset) % 4096) << 30
@@ -392,8 +428,13 @@ func (k *kmem) place() error {
 		tables += dmGiB
 	}
 	const misc = 1 // mem_section_usage and pgdat (left zero)
-	mbPages := 8 + uint64(len(rootUsed)) + tables + misc
+	rootPages := k.nrRoots() * 8 / PageSize
+	mbPages := rootPages + uint64(len(rootUsed)) + tables + misc
 	vmPages := nPresent * 512
+	var armImg uint64
+	if k.arm != nil {
+		armImg, mbPages = k.placeARM64(img, rootPages+uint64(len(rootUsed))+misc, nPresent)
+	}
 
 	slides := []uint64{0}
 	if k.ks.KASLR {
@@ -403,8 +444,14 @@ func (k *kmem) place() error {
 		}
 		slides = append(slides, 0)
 	}
+	if k.arm != nil {
+		slides = []uint64{0}
+	}
 	for _, j := range slides {
 		imgLo := (defaultPhysStart + j*bigPage2M) / PageSize
+		if k.arm != nil {
+			imgLo = armImg
+		}
 		imgHi := imgLo + img/PageSize
 		if k.inRAM(imgLo, imgHi+mbPages) {
 			k.imgLo, k.imgHi, k.mbLo, k.mbHi = imgLo, imgHi, imgHi, imgHi+mbPages
@@ -435,6 +482,10 @@ func (k *kmem) place() error {
 	// _text = __START_KERNEL + slide is at physical imgLo.
 	k.textVA = startKernelMap + defaultPhysStart + k.kaslrOffset
 	k.physBase = int64(k.imgLo*PageSize) - int64(defaultPhysStart+k.kaslrOffset)
+	if k.arm != nil {
+		k.textVA = k.arm.modulesEnd + k.kaslrOffset // KIMAGE_VADDR + KERNELOFFSET
+		k.arm.kimageVoffset = k.textVA - k.imgLo*PageSize
+	}
 
 	// One 2 MiB chunk per present section, in section order, PMD-mapped
 	// into the vmemmap.
@@ -547,8 +598,21 @@ func (k *kmem) statusOf(lo, hi uint64) (status, bool) {
 }
 
 // va of a physical address in the direct map; kva in the kernel text map.
-func (k *kmem) va(pa uint64) uint64  { return k.pageOffset + pa }
-func (k *kmem) kva(pa uint64) uint64 { return startKernelMap + pa - uint64(k.physBase) }
+// On arm64 the linear map is (pa - PHYS_OFFSET) | PAGE_OFFSET and the
+// image pa + kimage_voffset.
+func (k *kmem) va(pa uint64) uint64 {
+	if k.arm != nil {
+		return (pa - k.arm.physOffset) | k.pageOffset
+	}
+	return k.pageOffset + pa
+}
+
+func (k *kmem) kva(pa uint64) uint64 {
+	if k.arm != nil {
+		return pa + k.arm.kimageVoffset
+	}
+	return startKernelMap + pa - uint64(k.physBase)
+}
 
 // pageVA is the vmemmap address of pfn's struct page.
 func (k *kmem) pageVA(pfn uint64) uint64 { return k.vmemmap + pfn*structPageSize }
@@ -593,9 +657,14 @@ func (b *ptBuilder) mapLarge(top, va, pa uint64, shift uint, flags uint64) {
 // assume), and the vmemmap of every present section (2 MiB pages, as
 // vmemmap_populate does with PSE).
 func (k *kmem) buildTables() {
+	if k.arm != nil {
+		k.buildTablesARM64()
+		return
+	}
 	top := k.imgLo + (k.imgHi-k.imgLo)*5/8
 	l3, l2 := top+1, top+2
 	k.sym["init_top_pgt"] = k.kva(top * PageSize)
+	k.sym["swapper_pg_dir"] = k.sym["init_top_pgt"]
 	b := &ptBuilder{k: k, tables: map[uint64]*[512]uint64{}}
 	b.table(top * PageSize)[511] = l3*PageSize | kernTable
 	b.table(l3 * PageSize)[510] = l2*PageSize | kernTable
@@ -640,10 +709,11 @@ const sectionFlagsOld, sectionFlags = 0x7, 0xf
 // section_mem_map = vmemmap | flags: the kernel encodes
 // mem_map - section_start_pfn, which under VMEMMAP is the vmemmap base.
 func (k *kmem) buildMemSection() {
-	root := k.allocPages(8)
+	nRootPages := k.nrRoots() * 8 / PageSize
+	root := k.allocPages(nRootPages)
 	usage := k.allocPages(1) // mem_section_usage and pgdat live here (zeros)
 	k.memSectionVA = k.va(root * PageSize)
-	rootPages := make([]*[PageSize]byte, 8)
+	rootPages := make([]*[PageSize]byte, nRootPages)
 	for i := range rootPages {
 		rootPages[i] = new([PageSize]byte)
 		k.small[root+uint64(i)] = rootPages[i]
@@ -693,7 +763,7 @@ func (k *kmem) buildGlobals() {
 		binary.LittleEndian.PutUint32(pg[0:], 3) // kref
 	}
 	for i, s := range []string{"Linux", fmt.Sprintf("synth-%04x", k.seed&0xffff), k.prof.osrelease,
-		k.prof.version, "x86_64", "(none)"} {
+		k.prof.version, map[bool]string{false: "x86_64", true: "aarch64"}[k.arm != nil], "(none)"} {
 		copy(pg[base+uint64(i)*utsLen:], s)
 	}
 	k.sym["init_uts_ns"] = k.kva(globals * PageSize)

@@ -127,7 +127,8 @@ func (g Segment) End() uint64 { return g.Paddr + g.FileSize }
 // Spec describes a machine's memory as /proc/vmcore would show it.
 type Spec struct {
 	// Arch is the architecture the ELF header and notes claim (the zero
-	// value is x86_64); a kernel machine must be x86_64.
+	// value is x86_64); a kernel machine is x86_64 or aarch64
+	// (NewARM64Machine).
 	Arch Arch
 	// Segments are the PT_LOADs, in order; holes between them are
 	// allowed, and so are overlaps (the kernel-text alias of a real
@@ -174,8 +175,8 @@ func (s Spec) Validate() error {
 	if _, ok := archs[s.Arch]; !ok {
 		return fmt.Errorf("synth: unknown architecture %d", int(s.Arch))
 	}
-	if s.Kernel != nil && s.Arch != X86_64 {
-		return fmt.Errorf("synth: a kernel machine is x86_64, not %v", s.Arch)
+	if s.Kernel != nil && s.Arch != X86_64 && s.Arch != AArch64 {
+		return fmt.Errorf("synth: a kernel machine is x86_64 or aarch64, not %v", s.Arch)
 	}
 	if s.Kernel != nil {
 		if _, err := kernelOf(&s); err != nil {

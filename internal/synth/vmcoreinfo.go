@@ -60,7 +60,7 @@ func viHead(k *kmem, buildID bool) []kv {
 func memSection(k *kmem, sectionBits, physBits bool) []kv {
 	l := []kv{
 		viSym("mem_section", k.memSectionVA),
-		viLen("mem_section", nrSectionRoots),
+		viLen("mem_section", int(k.nrRoots())),
 		viSize("mem_section", memSectionSize),
 		viOff("mem_section.section_mem_map", 0),
 	}
@@ -68,7 +68,7 @@ func memSection(k *kmem, sectionBits, physBits bool) []kv {
 		l = append(l, viNum("SECTION_SIZE_BITS", sectionSizeBits))
 	}
 	if physBits { // 5.9+
-		l = append(l, viNum("MAX_PHYSMEM_BITS", maxPhysmemBits))
+		l = append(l, viNum("MAX_PHYSMEM_BITS", int64(k.physBits())))
 	}
 	return l
 }
@@ -129,7 +129,11 @@ func kallsyms(k *kmem) []kv { // 6.0+
 }
 
 // archX86 is arch_crash_save_vmcoreinfo (x86_64); sme_mask arrived in 5.x.
+// An arm64 machine gets arm64's instead (archARM64).
 func archX86(k *kmem, smeMask bool) []kv {
+	if k.arm != nil {
+		return archARM64(k)
+	}
 	l := []kv{
 		viNum("phys_base", k.physBase),
 		viSym("init_top_pgt", k.sym["init_top_pgt"]),
@@ -162,7 +166,7 @@ func viUTS(k *kmem, utsName bool) []kv {
 	}
 	return append(l,
 		viSym("node_online_map", k.sym["node_online_map"]),
-		viSym("swapper_pg_dir", k.sym["init_top_pgt"]))
+		viSym("swapper_pg_dir", k.sym["swapper_pg_dir"]))
 }
 
 // viMM is the part from SYMBOL(_stext) through LENGTH(free_area.free_list).
@@ -188,7 +192,11 @@ func viMM(k *kmem, sec []kv, compoundDtor bool, vmapList int, ring []kv) []kv {
 		l = append(l, viOff("vmap_area.va_start", 0), viOff("vmap_area.list", vmapList))
 	}
 	l = append(append(l, viLen("zone.free_area", lenFreeAreaOrder)), ring...)
-	return append(l, viLen("free_area.free_list", lenFreeList))
+	freeList := lenFreeList
+	if k.arm != nil {
+		freeList++ // arm64 has MIGRATE_CMA (the arm64 6.1 vmcore: 6)
+	}
+	return append(l, viLen("free_area.free_list", freeList))
 }
 
 // printkLog is log_buf_vmcoreinfo_setup for the printk_log ring buffer
