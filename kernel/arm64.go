@@ -39,7 +39,12 @@ func (a arm64) Check(vi *VMCOREINFO) error {
 	if _, err := a.geometry(vi); err != nil {
 		return err
 	}
-	if _, err := vi.RequireNumberUnsigned("PHYS_OFFSET"); err != nil {
+	for _, n := range []string{"PHYS_OFFSET", "kimage_voffset"} {
+		if _, err := vi.RequireNumberUnsigned(n); err != nil {
+			return fmt.Errorf("aarch64 vmcore: %w", err)
+		}
+	}
+	if _, err := vi.RequireSymbol("swapper_pg_dir"); err != nil {
 		return fmt.Errorf("aarch64 vmcore: %w", err)
 	}
 	return nil

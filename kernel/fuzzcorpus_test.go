@@ -57,6 +57,31 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	}
 	fuzzcorpus.Check(t, "FuzzVtoP", vtop)
 
+	var arm []byte
+	for _, r := range []struct {
+		page byte
+		idx  uint16
+		v    uint64
+	}{
+		{0, 511, 0x1000 | 3}, {1, 511, 0x2000 | 3}, {2, 0, 0x3000 | 3}, {3, 1, 0x5000 | 3 | 1<<10},
+		{2, 8, 0x200000 | 1}, {1, 0, 0x40000000 | 1}, {0, 0, 0x4000 | 3}, {4, 0, 0x6000 | 3 | 1<<8},
+		{6, 0, 0x0 | 1}, {7, 0, 0x3000 | 3 | 0xf<<12},
+	} {
+		arm = append(arm, fuzzRecord(r.page, r.idx, r.v)...)
+	}
+	arm64 := []fuzzcorpus.Seed{
+		{Name: "4k-48-page", Args: []any{arm, uint8(0), uint64(0xffffffffffe01234)}},
+		{Name: "4k-48-linear", Args: []any{arm, uint8(0), uint64(0xffff000000001234)}},
+		{Name: "4k-39-block", Args: []any{arm, uint8(1), uint64(0xffffffffc0201234)}},
+		{Name: "4k-52-lpa2", Args: []any{arm, uint8(2), uint64(0xfff0000000201234)}},
+		{Name: "16k-47", Args: []any{arm, uint8(4), uint64(0xffff800000004000)}},
+		{Name: "64k-52-lpa", Args: []any{arm, uint8(10), uint64(0xffffffffffff0000)}},
+		{Name: "user-address", Args: []any{arm, uint8(0), uint64(0x0000aaaa00001000)}},
+		{Name: "self-loop", Args: []any{fuzzRecord(0, 511, 0x0|3), uint8(0), uint64(0xffffff8000000000)}},
+		{Name: "no-tables", Args: []any{[]byte{}, uint8(3), uint64(0xffff000000000000)}},
+	}
+	fuzzcorpus.Check(t, "FuzzARM64VtoP", arm64)
+
 	r := newRing(3, 8, (-(8 + 1))&prbIDMask)
 	for i := range 12 {
 		r.push(uint64(i)*1e6, uint32(i), fmt.Sprintf("message %d\nline 2 \xff", i))

@@ -250,3 +250,37 @@ func FuzzParseVMCOREINFO(f *testing.F) {
 		}
 	})
 }
+
+// NUMBER values makedumpfile reads with READ_NUMBER_UNSIGNED (strtoul)
+// take the values above 2^63 that arm64's PHYS_OFFSET and kimage_voffset
+// are, which the signed reading refuses.
+func TestNumberUnsigned(t *testing.T) {
+	for _, tc := range []struct {
+		value  string
+		want   uint64
+		signed bool // Number accepts it too
+		bad    bool
+	}{
+		{"0xffffb1a200000000", 0xffffb1a200000000, false, false},
+		{"18446657908075659264", 0xffffb1a200000000, false, false},
+		{"0x40000000", 0x40000000, true, false},
+		{"ffffb03beb800000", 0xffffb03beb800000, false, false},
+		{"-1", ^uint64(0), true, false},
+		{"0x1ffffffffffffffff", 0, false, true},
+		{"", 0, false, true},
+		{"0x", 0, false, true},
+		{"12 ", 0, false, true},
+	} {
+		vi, err := ParseVMCOREINFO([]byte("OSRELEASE=6.1\nPAGESIZE=4096\nNUMBER(PHYS_OFFSET)=" + tc.value + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := vi.RequireNumberUnsigned("PHYS_OFFSET")
+		if tc.bad != (err != nil) || got != tc.want {
+			t.Errorf("%q: %#x, %v; want %#x", tc.value, got, err, tc.want)
+		}
+		if _, ok := vi.Number("PHYS_OFFSET"); ok != tc.signed {
+			t.Errorf("%q: Number ok = %v", tc.value, ok)
+		}
+	}
+}

@@ -127,7 +127,10 @@ func (k *kmem) virtualLayoutARM64() {
 		k.kaslrOffset = (1 + k.draw(drawVirtSlide)%min(span, 1<<24)) * bigPage2M
 	}
 	a.physOffset = ramBase - lower
-	k.vmemmap = a.vmemmapStart - (a.physOffset>>12)*structPageSize
+	// memstart_addr is an s64: the shift is arithmetic (the arm64 6.1
+	// vmcore's pfn 0x40000 has its struct page at 0xfffffd3979000000 with
+	// PHYS_OFFSET 0xffffb1a200000000).
+	k.vmemmap = a.vmemmapStart - uint64(int64(a.physOffset)>>12)*structPageSize
 }
 
 // placeARM64 puts the image 2 MiB above the RAM base, where the EFI-less
