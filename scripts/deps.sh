@@ -6,7 +6,8 @@
 # whose kdump-config e2e/distro_test.go runs against the fixture, and what
 # packaging/ builds and checks pagepipe's packages with: debootstrap (the
 # minimal Debian system they are installed into), lintian, and rpm (for
-# rpmbuild).
+# rpmbuild), and qemu-user-static, which runs the arm64 pagepipe binary
+# in the tests (issue 19).
 set -euo pipefail
 
 pkgs=(
@@ -15,6 +16,7 @@ pkgs=(
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 	kdump-tools
 	debootstrap lintian rpm
+	qemu-user-static
 )
 missing=()
 for p in "${pkgs[@]}"; do
