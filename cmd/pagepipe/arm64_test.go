@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/internal/synth"
 	"pagepipe/kdumpfmt"
@@ -214,5 +216,32 @@ func checkARM64Shapes(t *testing.T, dir, vmcore, d31 string, s synth.Spec) {
 	mustPagepipe(t, append(append([]string{"--reassemble"}, parts...), re)...)
 	if !bytes.Equal(readFile(t, re), readFile(t, d31)) {
 		t.Errorf("--split then --reassemble differs from the -d 31 file: %s", judge.FirstDiff(readFile(t, re), readFile(t, d31)))
+	}
+}
+
+// Acceptance (issue 19): on generated arm64 vmcores of the geometries
+// makedumpfile 1.7.2 supports (4 KiB pages, 39- and 48-bit VA), pagepipe's
+// uncompressed dump is byte-identical to Debian's arm64 makedumpfile's,
+// run under qemu-user (fixtures/peer.sh makedumpfile-arm64), at every
+// level.
+func TestARM64ByteIdenticalToMakedumpfile(t *testing.T) {
+	mdf := fixture.Peer(t, "makedumpfile-arm64")
+	dir := t.TempDir()
+	for _, m := range arm64Machines[:2] {
+		t.Run(m.name, func(t *testing.T) {
+			vmcore := writeShape(t, dir, m.name, synth.NewARM64Machine(m.ks, m.mib))
+			for _, level := range m.levels {
+				ours, theirs := filepath.Join(dir, m.name+".pp"+level), filepath.Join(dir, m.name+".mdf"+level)
+				mustPagepipe(t, "-d", level, vmcore, ours)
+				if out, err := exec.Command(mdf, "-f", "-d", level, vmcore, theirs).CombinedOutput(); err != nil {
+					t.Fatalf("arm64 makedumpfile -d %s: %v\n%s", level, err, out)
+				}
+				if a, b := readFile(t, ours), readFile(t, theirs); !bytes.Equal(a, b) {
+					t.Errorf("-d %s differs from the arm64 makedumpfile's: %s", level, judge.FirstDiff(a, b))
+				}
+				os.Remove(ours)
+				os.Remove(theirs)
+			}
+		})
 	}
 }
