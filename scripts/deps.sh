@@ -16,7 +16,7 @@ pkgs=(
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 	kdump-tools
 	debootstrap lintian rpm
-	qemu-user-static
+	qemu-user-static qemu-system-arm
 )
 missing=()
 for p in "${pkgs[@]}"; do
