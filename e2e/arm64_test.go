@@ -126,7 +126,7 @@ func TestARM64ReadersReadEveryPage(t *testing.T) {
 				t.Errorf("drgn:\n%s", d)
 			}
 			for _, reader := range []string{"libkdumpfile", "drgn"} {
-				got := virtualRead(t, reader, ours, uts, 6*65)
+				got := judge.ReadVirtual(t, reader, ours, uts, 6*65)
 				if !bytes.HasPrefix(got, []byte("Linux\x00")) || !bytes.Contains(got, []byte("aarch64\x00")) {
 					t.Errorf("%s: init_uts_ns reads %q", reader, got)
 				}
@@ -155,33 +155,6 @@ func initUtsNS(t *testing.T, vmcore string) uint64 {
 	}
 	off, _ := vi.Offset("uts_namespace.name")
 	return sym + uint64(off)
-}
-
-// virtualRead reads n bytes at kernel virtual address va of dump through
-// libkdumpfile or drgn, without a vmlinux: the readers translate through
-// the dump's own page tables, found from the header and VMCOREINFO.
-func virtualRead(t *testing.T, reader, dump string, va uint64, n int) []byte {
-	t.Helper()
-	scripts := map[string]string{
-		"libkdumpfile": `import sys, kdumpfile
-k = kdumpfile.kdumpfile(sys.argv[1])
-k.attr['addrxlat.ostype'] = 'linux'
-sys.stdout.buffer.write(k.read(kdumpfile.KVADDR, int(sys.argv[2], 0), int(sys.argv[3])))
-`,
-		"drgn": `import sys, drgn
-p = drgn.Program()
-p.set_core_dump(sys.argv[1])
-sys.stdout.buffer.write(p.read(int(sys.argv[2], 0), int(sys.argv[3])))
-`,
-	}
-	cmd := exec.Command(judge.Python, "-c", scripts[reader], dump, fmt.Sprintf("%#x", va), fmt.Sprint(n))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s virtual read of %#x: %v\n%s", reader, va, err, stderr.String())
-	}
-	return out
 }
 
 // Acceptance 1: --dump-dmesg is byte-identical to the arm64

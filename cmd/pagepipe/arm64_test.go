@@ -66,14 +66,7 @@ func checkARM64Header(t *testing.T, dump string, s synth.Spec) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	text, err := synth.KernelVMCOREINFO(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vi, err := kernel.ParseVMCOREINFO([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	vi := vi(t, s)
 	po, _ := vi.NumberUnsigned("PHYS_OFFSET")
 	field := func(i int) string {
 		f := d.Header.Utsname[i*kdumpfmt.UtsnameFieldSize : (i+1)*kdumpfmt.UtsnameFieldSize]
@@ -88,6 +81,20 @@ func checkARM64Header(t *testing.T, dump string, s synth.Spec) {
 	if d.Header.BlockSize != 4096 {
 		t.Errorf("block size %d", d.Header.BlockSize)
 	}
+}
+
+// vi is the VMCOREINFO of the kernel machine s.
+func vi(t *testing.T, s synth.Spec) *kernel.VMCOREINFO {
+	t.Helper()
+	text, err := synth.KernelVMCOREINFO(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := kernel.ParseVMCOREINFO([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // Acceptance (issue 19): generated arm64 vmcores of each 4 KiB geometry
@@ -129,6 +136,12 @@ func TestARM64GeneratedDumps(t *testing.T) {
 					t.Fatalf("%s -d 31:\n%s", c, d)
 				}
 				if m.name == "va48" {
+					uts, _ := vi(t, s).Symbol("init_uts_ns")
+					for _, reader := range []string{"libkdumpfile", "drgn"} {
+						if got := judge.ReadVirtual(t, reader, out, uts, 6*65); !bytes.HasPrefix(got, []byte("Linux\x00")) || !bytes.Contains(got, []byte("aarch64\x00")) {
+							t.Errorf("%s %s: init_uts_ns reads %q", reader, c, got)
+						}
+					}
 					for name, read := range map[string]func(testing.TB, string, []judge.Range) judge.Pages{"libkdumpfile": judge.Libkdumpfile, "drgn": judge.Drgn} {
 						if d := want.Diff(read(t, out, []judge.Range{{Lo: 0x40000, Hi: 0x40000 + uint64(m.mib)<<8}})); d != "" {
 							t.Errorf("%s %s -d 31:\n%s", name, c, d)

@@ -87,6 +87,34 @@ func runPages(tb testing.TB, name, script, dump string, ranges []Range) Pages {
 	return pages
 }
 
+// ReadVirtual reads n bytes at kernel virtual address va of dump through
+// reader ("libkdumpfile" or "drgn") without a vmlinux: the readers
+// translate through the dump's own page tables, which they find from its
+// header (utsname machine, phys_base) and VMCOREINFO.
+func ReadVirtual(tb testing.TB, reader, dump string, va uint64, n int) []byte {
+	tb.Helper()
+	scripts := map[string]string{
+		"libkdumpfile": `import sys, kdumpfile
+k = kdumpfile.kdumpfile(sys.argv[1])
+k.attr['addrxlat.ostype'] = 'linux'
+sys.stdout.buffer.write(k.read(kdumpfile.KDUMP_KVADDR, int(sys.argv[2], 0), int(sys.argv[3])))
+`,
+		"drgn": `import sys, drgn
+p = drgn.Program()
+p.set_core_dump(sys.argv[1])
+sys.stdout.buffer.write(p.read(int(sys.argv[2], 0), int(sys.argv[3])))
+`,
+	}
+	cmd := exec.Command(Python, "-c", scripts[reader], dump, fmt.Sprintf("%#x", va), fmt.Sprint(n))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("%s virtual read of %#x in %s: %v\n%s", reader, va, dump, err, lastLines(stderr.String(), 10))
+	}
+	return out
+}
+
 // Diff describes how got differs from want, in at most a few lines; ""
 // when they are equal.
 func (want Pages) Diff(got Pages) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -242,11 +243,12 @@ func buildKernel(s *Spec) (*kmem, error) {
 		// arm64 has no PG_uncached (x86's PAT flag, gone in 6.12): the
 		// flags after it are one lower (the arm64 6.1 vmcore's
 		// PG_hwpoison is 22, amd64's 23).
-		if !prof.atLeast(6, 12) {
-			p := *prof
+		p := *prof
+		if !p.atLeast(6, 12) {
 			p.pg.hwpoison--
-			k.prof = &p
 		}
+		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-arm64", 1)
+		k.prof = &p
 	}
 	if err := k.ramFromSegments(); err != nil {
 		return nil, err
