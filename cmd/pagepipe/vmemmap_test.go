@@ -162,4 +162,3 @@ func openDump(t *testing.T, path string) *source.Dump {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
-
