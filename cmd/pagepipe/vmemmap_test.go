@@ -36,7 +36,8 @@ var excludedLine = regexp.MustCompile(`\nExcluded (\d+) unused vmemmap pages\n`)
 // makedumpfile requires and pagepipe does not); both say how many pages
 // they left out. Apart from makedumpfile, every page -e leaves out is a
 // page of struct pages, each describing a present page that the dump
-// without -e leaves out.
+// without -e leaves out. Refiltering a dump with -e leaves out the same
+// pages as -e on the vmcore.
 func TestExcludeVmemmapMatchesMakedumpfile(t *testing.T) {
 	dir := t.TempDir()
 	work := t.TempDir()
@@ -83,6 +84,14 @@ func TestExcludeVmemmapMatchesMakedumpfile(t *testing.T) {
 			}
 			if c.name == "kdump" {
 				checkFreedVmemmap(t, vmcore, without, d)
+				// Refiltering a -d 1 dump with -e leaves out the same
+				// pages (where makedumpfile's -e goes wrong).
+				base, refiltered := filepath.Join(tmp, "d1"), filepath.Join(tmp, "refiltered")
+				pagepipeOK(t, "-d", "1", c.vmcore, base)
+				pagepipeOK(t, append(args, base, refiltered)...)
+				if r := openDump(t, refiltered); !r.Dumpable.Equal(d.Dumpable) || r.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 {
+					t.Errorf("refiltered with -e: other pages dumped, or status %#x", r.Header.Status)
+				}
 			}
 		})
 	}
