@@ -171,3 +171,24 @@ func openDump(t *testing.T, path string) *source.Dump {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
+
+// Where the vmemmap cannot be found (here a vmcore without VMCOREINFO, so
+// without page tables or mem_map), -e says so with makedumpfile's line on
+// stderr and the dump is the one without -e, header status included, as
+// makedumpfile dumps then.
+func TestExcludeVmemmapFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	vmcore := writeShape(t, dir, "vmcore", synth.Default(64))
+	with, without := filepath.Join(dir, "e"), filepath.Join(dir, "plain")
+	_, _, stderr := pagepipeOK(t, "-e", "-d", "1", vmcore, with)
+	pagepipeOK(t, "-d", "1", vmcore, without)
+	if !regexp.MustCompile(`(?m)^find_vmemmap: .+\ncreate_dumpfile: Can't find vmemmap pages$`).MatchString(stderr) {
+		t.Errorf("stderr lacks the two error lines:\n%s", stderr)
+	}
+	if excludedLine.MatchString(stderr) {
+		t.Errorf("says it excluded vmemmap pages:\n%s", stderr)
+	}
+	if !bytes.Equal(readFile(t, with), readFile(t, without)) {
+		t.Errorf("the dump differs from the one without -e")
+	}
+}
