@@ -125,6 +125,7 @@ type kmem struct {
 	unaccepted bool
 
 	ram      []pfnRange // merged RAM
+	partial  []uint64   // ends of the segments that end mid-page (that page is no RAM)
 	endPFN   uint64     // one past the highest RAM pfn
 	nsec     uint64     // sections up to endPFN
 	present  []bool     // per section: holds some RAM
@@ -276,15 +277,21 @@ func isZeroPage(b []byte) bool {
 }
 
 // ramFromSegments merges the segments into RAM ranges. Kernel machines
-// need page-aligned segments with data for all of memory, as /proc/vmcore
-// gives: a struct page describes a whole page.
+// need segments that start on a page and have data for all of memory, as
+// /proc/vmcore gives. A segment may end mid-page, as kexec-tools' low RAM
+// does at 0x9fc00 (the end of e820's first usable range): the kernel
+// rounds such a range down to whole pages, so that page is no RAM here
+// (a Hole), and the file holds its bytes up to the end as /proc/vmcore does.
 func (k *kmem) ramFromSegments() error {
 	var r []pfnRange
 	for i, g := range k.segs {
-		if g.Paddr%PageSize != 0 || g.FileSize%PageSize != 0 || g.MemSize != g.FileSize {
-			return fmt.Errorf("synth: kernel machine segment %d is not whole pages with data", i)
+		if g.Paddr%PageSize != 0 || g.MemSize != g.FileSize {
+			return fmt.Errorf("synth: kernel machine segment %d does not start on a page with data to its end", i)
 		}
-		if g.FileSize == 0 {
+		if g.End()%PageSize != 0 {
+			k.partial = append(k.partial, g.End())
+		}
+		if g.End()/PageSize == g.Paddr/PageSize {
 			continue
 		}
 		r = append(r, pfnRange{g.Paddr / PageSize, g.End() / PageSize})
@@ -315,6 +322,17 @@ func (k *kmem) ramFromSegments() error {
 		}
 	}
 	return nil
+}
+
+// partialPage returns how many bytes of page pfn a segment ending mid-page
+// holds, or 0.
+func (k *kmem) partialPage(pfn uint64) uint64 {
+	for _, end := range k.partial {
+		if end/PageSize == pfn {
+			return end % PageSize
+		}
+	}
+	return 0
 }
 
 func (k *kmem) ramPages() uint64 {
@@ -353,15 +371,18 @@ func (k *kmem) virtualLayout() {
 }
 
 // imageSize is the kernel image size (text, data and bss) for the machine:
-// Debian's 6.1 image is 54 MiB; small machines get a smaller one.
+// Debian's 6.1 image is 54 MiB; small machines get a smaller one (the
+// capture-kernel shapes of KexecMachine, a few tens of MiB, 4 MiB).
 func (k *kmem) imageSize() uint64 {
 	switch mib := k.ramPages() / 256; {
 	case mib >= 512:
 		return 32 << 20
 	case mib >= 128:
 		return 16 << 20
+	case mib >= 48:
+		return 8 << 20
 	}
-	return 8 << 20
+	return 4 << 20
 }
 
 // place puts the kernel image and the boot allocations in physical memory:
