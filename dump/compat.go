@@ -82,7 +82,7 @@ func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
 	if maxMapnr == 0 || maxMapnr >= keep.Len() {
 		return
 	}
-	_, hasData := v.Bitmaps(keep.Len(), false)
+	_, hasData := v.Bitmaps(keep.Len(), source.PartialPages{})
 	block := (maxMapnr - 1) / bp // the walk starts after a pass over [0, maxMapnr)
 	stale := func(pfn uint64) bool {
 		q := block*bp + pfn%bp

@@ -94,6 +94,11 @@ type Options struct {
 	// is present (filter.Cycle).
 	WorkDir         bool
 	CyclicBufferKiB int
+	// KeepPartialData takes a page a PT_LOAD holds in part as makedumpfile
+	// 1.7.6 and later do (source.PartialPages.KeepData): in one cycle,
+	// kexec-tools' partial page at 0x9fc00 is then dumped. Without it the
+	// dump follows 1.7.2, Debian 12's.
+	KeepPartialData bool
 	// Program names the program in the messages makedumpfile words with
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string

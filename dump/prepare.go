@@ -72,7 +72,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		}
 	}
 	scanStart := time.Now()
-	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, countPartial(o, ev, v.Pfns())); err != nil {
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, partialPages(o, ev, v.Pfns())); err != nil {
 		return nil, err
 	}
 	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
@@ -119,10 +119,11 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	return in, nil
 }
 
-// countPartial decides, as makedumpfile would on this machine with these
-// options, whether the 1st bitmap counts a PT_LOAD's partial last page
-// (filter.Cycle).
-func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
+// partialPages decides, as makedumpfile would on this machine with these
+// options, whether the bitmaps count a PT_LOAD's partial last page
+// (filter.Cycle), and takes the release's rule for the page holding a
+// PT_LOAD's data end.
+func partialPages(o *Options, ev Events, maxMapnr uint64) source.PartialPages {
 	c := filter.Cycle{WorkDir: o.WorkDir, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
 	if o.Out.Shape == Split {
 		c.Dumpfiles = len(o.Out.Paths)
@@ -133,7 +134,7 @@ func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
 	}
 	one := c.OneCycle(maxMapnr)
 	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
-	return one
+	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
 }
 
 // physBase is the crashed kernel's phys_base: NUMBER(phys_base) from

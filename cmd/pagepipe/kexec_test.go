@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/internal/synth"
 )
@@ -35,11 +36,113 @@ func TestKexecLayoutsMatchMakedumpfile(t *testing.T) {
 				for _, level := range []string{"0", "1", "31"} {
 					t.Run(fmt.Sprintf("r%d/%s/%s/d%s", r, mode.name, out.name, level), func(t *testing.T) {
 						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
-						sameAsMakedumpfile(t, "makedumpfile", args, out.files)
+						sameAsMakedumpfile(t, "makedumpfile", nil, args, out.files)
 					})
 				}
 			}
 		}
+	}
+}
+
+// With --partial-pages 1.7.6 pagepipe takes the pages a PT_LOAD holds in
+// part as makedumpfile 1.7.6 and later do: on the same kexec machines and
+// in the same cases, every output is byte-identical to sid's 1.7.8 — which
+// dumps the partial page at 0x9fc00 when it builds its bitmaps in one
+// cycle, as 1.7.2 does not (the assertion at the end shows the two
+// releases' dumps differ there, so the rule is exercised).
+func TestKexecLayoutsMatchMakedumpfile178(t *testing.T) {
+	mdf := fixture.Peer(t, "makedumpfile-sid")
+	dir := t.TempDir()
+	work := t.TempDir()
+	for r := range uint64(4) {
+		vmcore := writeShape(t, dir, fmt.Sprintf("kexec-%d", r), synth.KexecMachine(r))
+		for _, mode := range kexecModes(work) {
+			for _, out := range kexecOutputs {
+				for _, level := range []string{"0", "1", "31"} {
+					t.Run(fmt.Sprintf("r%d/%s/%s/d%s", r, mode.name, out.name, level), func(t *testing.T) {
+						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
+						sameAsMakedumpfile(t, mdf, []string{"--partial-pages", "1.7.6"}, args, out.files)
+					})
+				}
+			}
+		}
+	}
+	t.Run("releases differ", func(t *testing.T) {
+		vmcore := filepath.Join(dir, "kexec-0") // max_mapnr ≡ 0 mod 4: one cycle
+		tmp := t.TempDir()
+		old, cur := filepath.Join(tmp, "1.7.2"), filepath.Join(tmp, "1.7.8")
+		judge.Makedumpfile(t, "-d", "1", vmcore, old)
+		judge.MakedumpfileBy(t, mdf, "-d", "1", vmcore, cur)
+		if bytes.Equal(readFile(t, old), readFile(t, cur)) {
+			t.Fatal("makedumpfile 1.7.2 and 1.7.8 wrote the same dump: the partial page is not exercised")
+		}
+	})
+}
+
+// A PT_LOAD that ends mid-page inside another one that holds the page
+// whole (a kernel-text segment ending mid-page, say): makedumpfile 1.7.2
+// leaves the page out of the dump anyway (exclude_nodata_pages clears it
+// after all PT_LOADs are set), 1.7.6 and later keep it. pagepipe follows
+// each with its --partial-pages, in one cycle and in cycles, kdump and ELF.
+func TestPartialAliasMatchesMakedumpfile(t *testing.T) {
+	const mib = 1 << 20
+	ram := func(paddr, n uint64) synth.Segment {
+		return synth.Segment{Paddr: paddr, FileSize: n, MemSize: n, Vaddr: 0xffff888000000000 + paddr}
+	}
+	text := synth.Segment{Paddr: 2 * mib, FileSize: 0x2800, MemSize: 0x2800, Vaddr: 0xffffffff81000000}
+	s := synth.Spec{Segments: []synth.Segment{text, ram(0x1000, 0x9e000), ram(mib, 3*mib)}, CPUs: 1, Seed: 17,
+		Mix: synth.Mix{Text: 0.5, Random: 0.5}}
+	vmcore := writeShape(t, t.TempDir(), "alias-partial", s)
+	releases := []struct {
+		name, mdf string
+		own       []string
+	}{
+		{"1.7.2", "makedumpfile", nil},
+		{"1.7.8", fixture.Peer(t, "makedumpfile-sid"), []string{"--partial-pages", "1.7.6"}},
+	}
+	for _, rel := range releases {
+		for _, mode := range kexecModes(t.TempDir()) {
+			for _, out := range kexecOutputs[:2] {
+				for _, level := range []string{"0", "1"} {
+					t.Run(fmt.Sprintf("%s/%s/%s/d%s", rel.name, mode.name, out.name, level), func(t *testing.T) {
+						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
+						sameAsMakedumpfile(t, rel.mdf, rel.own, args, out.files)
+					})
+				}
+			}
+		}
+	}
+}
+
+// --partial-pages takes makedumpfile 1.7.2's rules (the default) or
+// 1.7.6's; PAGEPIPE_PARTIAL_PAGES sets the default; anything else is a
+// usage error.
+func TestPartialPagesOption(t *testing.T) {
+	for _, tc := range []struct {
+		env, flag string
+		keep, bad bool
+	}{
+		{"", "", false, false},
+		{"", "1.7.6", true, false},
+		{"1.7.6", "", true, false},
+		{"1.7.6", "1.7.2", false, false},
+		{"", "1.7.8", false, true},
+		{"new", "", false, true},
+	} {
+		t.Run(tc.env+"/"+tc.flag, func(t *testing.T) {
+			t.Setenv(partialPagesEnv, tc.env)
+			args := []string{"-d", "1", "vmcore", "dump"}
+			if tc.flag != "" {
+				args = append([]string{"--partial-pages", tc.flag}, args...)
+			}
+			o, err := parseOptions(args)
+			switch {
+			case tc.bad && err == nil:
+				t.Fatalf("accepted %q", o.partialPages)
+			case !tc.bad && (err != nil || o.dumpOptions(nil).KeepPartialData != tc.keep):
+				t.Fatalf("rules %q, %v; want KeepPartialData %v", o.partialPages, err, tc.keep)
+			}
+		})
 	}
 }
 
@@ -72,10 +175,10 @@ var kexecOutputs = []struct {
 	{"split", []string{"--split", "--splitblock-size", "1024"}, 2},
 }
 
-// sameAsMakedumpfile runs pagepipe and the makedumpfile at mdf with args
-// (the vmcore last) and files output files each, and fails unless every
-// file is byte-identical.
-func sameAsMakedumpfile(t *testing.T, mdf string, args []string, files int) {
+// sameAsMakedumpfile runs pagepipe (with its own options first) and the
+// makedumpfile at mdf with args (the vmcore last) and files output files
+// each, and fails unless every file is byte-identical.
+func sameAsMakedumpfile(t *testing.T, mdf string, own, args []string, files int) {
 	t.Helper()
 	tmp := t.TempDir()
 	var ours, theirs []string
@@ -83,7 +186,7 @@ func sameAsMakedumpfile(t *testing.T, mdf string, args []string, files int) {
 		ours = append(ours, filepath.Join(tmp, fmt.Sprintf("pp%d", i)))
 		theirs = append(theirs, filepath.Join(tmp, fmt.Sprintf("mdf%d", i)))
 	}
-	mustPagepipe(t, append(args, ours...)...)
+	mustPagepipe(t, append(append(append([]string{}, own...), args...), ours...)...)
 	judge.MakedumpfileBy(t, mdf, append(args, theirs...)...)
 	for i := range ours {
 		if a, b := readFile(t, ours[i]), readFile(t, theirs[i]); !bytes.Equal(a, b) {
