@@ -46,7 +46,8 @@ func TestKexecLayoutsMatchMakedumpfile(t *testing.T) {
 
 // With --partial-pages 1.7.6 pagepipe takes the pages a PT_LOAD holds in
 // part as makedumpfile 1.7.6 and later do: on the same kexec machines and
-// in the same cases, every output is byte-identical to sid's 1.7.8 — which
+// in the same cases (but -d 0, whose partial page is -d 1's, to keep the
+// test short), every output is byte-identical to sid's 1.7.8 — which
 // dumps the partial page at 0x9fc00 when it builds its bitmaps in one
 // cycle, as 1.7.2 does not (the assertion at the end shows the two
 // releases' dumps differ there, so the rule is exercised).
@@ -58,7 +59,7 @@ func TestKexecLayoutsMatchMakedumpfile178(t *testing.T) {
 		vmcore := writeShape(t, dir, fmt.Sprintf("kexec-%d", r), synth.KexecMachine(r))
 		for _, mode := range kexecModes(work) {
 			for _, out := range kexecOutputs {
-				for _, level := range []string{"0", "1", "31"} {
+				for _, level := range []string{"1", "31"} {
 					t.Run(fmt.Sprintf("r%d/%s/%s/d%s", r, mode.name, out.name, level), func(t *testing.T) {
 						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
 						sameAsMakedumpfile(t, mdf, []string{"--partial-pages", "1.7.6"}, args, out.files)
