@@ -22,8 +22,12 @@ type input struct {
 	vmcore *source.Vmcore // nil when the input is a kdump-compressed dump
 	level  Level
 	plan   *filter.Plan
-	codec  *codec.Codec // nil: pages stored raw
-	meta   *sink.Meta
+	// partial is how the bitmaps took partial pages; its LastPresent
+	// also says makedumpfile would build them in one cycle, which the
+	// ELF walk past mem_map depends on (dump/compat.go).
+	partial source.PartialPages
+	codec   *codec.Codec // nil: pages stored raw
+	meta    *sink.Meta
 }
 
 // prepare opens the input and runs the filter pass.
@@ -72,7 +76,8 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		}
 	}
 	scanStart := time.Now()
-	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, partialPages(o, ev, v.Pfns())); err != nil {
+	in.partial = partialPages(o, ev, v.Pfns())
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial); err != nil {
 		return nil, err
 	}
 	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
