@@ -50,6 +50,13 @@ type KernelSpec struct {
 	// struct page batches and eight mem_sections, which is where range
 	// exclusion goes wrong if anywhere.
 	Gigantic int
+	// FreedInit gives the kernel image's init sections back to the page
+	// allocator after boot, as the kernel does ("Freeing unused kernel
+	// image (initmem) memory"): a range in the image's second half, left
+	// of the data tools read, is ordinary memory (free or in use) rather
+	// than reserved. kexec-tools' kernel-text PT_LOAD covers it, so the
+	// page scan excludes pages of that PT_LOAD too.
+	FreedInit bool
 	// Unaccepted adds order-10 blocks of unaccepted memory
 	// (PGTY_unaccepted, exported as PAGE_UNACCEPTED_MAPCOUNT_VALUE as 6.16+
 	// kernels do). 6.12 profile only.
@@ -517,12 +524,25 @@ func (k *kmem) paintStatuses() {
 		}
 	}
 	r = paint(r, k.imgLo, k.imgHi, stReserved)
+	if k.ks.FreedInit {
+		lo, hi := k.initRange()
+		r = paint(r, lo, hi, stAvail)
+	}
 	r = paint(r, k.mbLo, k.mbHi, stReserved)
 	r = paint(r, k.vmLo, k.vmEnd(), stReserved)
 	for _, g := range k.gig {
 		r = paint(r, g, g+gigPages, stGigantic)
 	}
 	k.statuses = r
+}
+
+// initRange is the image's init sections, freed with FreedInit: between
+// the data that tools read (page tables and globals at 5/8, vmap_area_list
+// at 0.70) and the bss (clear_seq and log indices at 0.90), widened to
+// whole 64 KiB.
+func (k *kmem) initRange() (lo, hi uint64) {
+	n := k.imgHi - k.imgLo
+	return (k.imgLo + n*72/100 + 15) &^ 15, (k.imgLo + n*89/100) &^ 15
 }
 
 // paint sets [lo, hi) to st in a sorted, gapless list of ranges.

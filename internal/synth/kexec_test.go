@@ -65,3 +65,22 @@ func TestKexecMachine(t *testing.T) {
 		}
 	}
 }
+
+// The capture-kernel machines' kernel text holds freed init memory: pages
+// of the kernel-text PT_LOAD that dump level 31 excludes (as pages of RAM,
+// which the same pfns are in the RAM PT_LOAD).
+func TestKexecMachineFreedInit(t *testing.T) {
+	for r := range uint64(4) {
+		s := KexecMachine(r)
+		text := s.FileSegments()[0]
+		excluded := 0
+		for pfn := text.Paddr / PageSize; pfn < text.End()/PageSize; pfn++ {
+			if TruthOf(s, pfn).ExcludedAt(DLMax) {
+				excluded++
+			}
+		}
+		if excluded < 32 {
+			t.Errorf("r%d: %d pages of kernel text excluded at -d 31, want at least 32", r, excluded)
+		}
+	}
+}

@@ -56,7 +56,8 @@ func NewKernelMachine(ks KernelSpec, sizeMiB int) Spec {
 // KexecMachine returns a small kernel machine (the 6.1 era, KASLR on, as
 // Debian 12) whose file is /proc/vmcore as kexec-tools lays it out in a
 // capture kernel, with max_mapnr ≡ residue mod 4: the kernel-text PT_LOAD
-// first (aliasing the image's RAM), low RAM [0x1000, 0x9fc00) ending
+// first (aliasing the image's RAM, whose freed init sections the page
+// scan may exclude: KernelSpec.FreedInit), low RAM [0x1000, 0x9fc00) ending
 // mid-page, RAM from 1 MiB to 24 MiB, none over the crashkernel
 // reservation [24 MiB, 28 MiB), and RAM from 28 MiB to 32 MiB plus
 // residue pages. The kernel describes the reservation's pages (it is its
@@ -70,7 +71,7 @@ func NewKernelMachine(ks KernelSpec, sizeMiB int) Spec {
 // every dump level can be compared with makedumpfile's on the layout that
 // users' capture kernels have. Each residue has its own seed.
 func KexecMachine(residue uint64) Spec {
-	s := NewKernelMachine(KernelSpec{Profile: "6.1", KASLR: true}, 64)
+	s := NewKernelMachine(KernelSpec{Profile: "6.1", KASLR: true, FreedInit: true}, 64)
 	s.Segments = []Segment{
 		ram(0x1000, 0x9fc00-0x1000),
 		ram(1*mib, 23*mib),
