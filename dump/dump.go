@@ -91,7 +91,8 @@ type Options struct {
 	// not) and --cyclic-buffer: pagepipe keeps its bitmaps in memory
 	// regardless, but they decide, as in makedumpfile, whether the bitmaps
 	// are built in one cycle, and so whether a PT_LOAD's partial last page
-	// is present (filter.Cycle).
+	// is present (filter.Cycle) and what an ELF dump keeps past mem_map
+	// (dump/compat.go).
 	WorkDir         bool
 	CyclicBufferKiB int
 	// KeepPartialData takes a page a PT_LOAD holds in part as makedumpfile
