@@ -35,17 +35,26 @@ func TestKexecLayoutsMatchMakedumpfile(t *testing.T) {
 			t.Fatalf("kexec machine %d: max_mapnr %#x ≡ %d mod 4", r, s.MaxMapnr(), got)
 		}
 		vmcore := writeShape(t, dir, fmt.Sprintf("kexec-%d", r), s)
-		for _, mode := range kexecModes(work) {
-			for _, out := range kexecOutputs {
-				for _, level := range []string{"0", "1", "31"} {
-					t.Run(fmt.Sprintf("r%d/%s/%s/d%s", r, mode.name, out.name, level), func(t *testing.T) {
-						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
-						a, b := sameAsMakedumpfile(t, "makedumpfile", nil, args, out.files)
-						if out.name != "split" {
-							sameReport(t, a, b, reportDifferences(out.name, mode.name == "cyclic-buffer" || mode.name == "default" && r != 0))
-						}
-					})
+		t.Run(fmt.Sprintf("r%d", r), func(t *testing.T) {
+			t.Parallel()
+			kexecCases(t, func(t *testing.T, mode kexecMode, out kexecOutput, level string) {
+				args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
+				a, b := sameAsMakedumpfile(t, "makedumpfile", nil, args, out.files)
+				if out.name != "split" {
+					sameReport(t, a, b, reportDifferences(out.name, kexecInCycles(r, mode)))
 				}
+			}, work, "0", "1", "31")
+		})
+	}
+}
+
+// kexecCases runs f as a subtest for every bitmap mode, output shape and
+// dump level.
+func kexecCases(t *testing.T, f func(*testing.T, kexecMode, kexecOutput, string), workDir string, levels ...string) {
+	for _, mode := range kexecModes(workDir) {
+		for _, out := range kexecOutputs {
+			for _, level := range levels {
+				t.Run(fmt.Sprintf("%s/%s/d%s", mode.name, out.name, level), func(t *testing.T) { f(t, mode, out, level) })
 			}
 		}
 	}
@@ -64,19 +73,16 @@ func TestKexecLayoutsMatchMakedumpfile178(t *testing.T) {
 	work := t.TempDir()
 	for r := range uint64(4) {
 		vmcore := writeShape(t, dir, fmt.Sprintf("kexec-%d", r), synth.KexecMachine(r))
-		for _, mode := range kexecModes(work) {
-			for _, out := range kexecOutputs {
-				for _, level := range []string{"1", "31"} {
-					t.Run(fmt.Sprintf("r%d/%s/%s/d%s", r, mode.name, out.name, level), func(t *testing.T) {
-						args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
-						a, b := sameAsMakedumpfile(t, mdf, []string{"--partial-pages", "1.7.6"}, args, out.files)
-						if out.name != "split" {
-							sameReport(t, a, b, reportDifferences(out.name, mode.name == "cyclic-buffer" || mode.name == "default" && r != 0))
-						}
-					})
+		t.Run(fmt.Sprintf("r%d", r), func(t *testing.T) {
+			t.Parallel()
+			kexecCases(t, func(t *testing.T, mode kexecMode, out kexecOutput, level string) {
+				args := append(append(append([]string{}, mode.args...), out.args...), "-d", level, vmcore)
+				a, b := sameAsMakedumpfile(t, mdf, []string{"--partial-pages", "1.7.6"}, args, out.files)
+				if out.name != "split" {
+					sameReport(t, a, b, reportDifferences(out.name, kexecInCycles(r, mode)))
 				}
-			}
-		}
+			}, work, "1", "31")
+		})
 	}
 	t.Run("releases differ", func(t *testing.T) {
 		vmcore := filepath.Join(dir, "kexec-0") // max_mapnr ≡ 0 mod 4: one cycle
@@ -173,11 +179,20 @@ func kexecModes(workDir string) []kexecMode {
 	}
 }
 
-var kexecOutputs = []struct {
+// kexecInCycles says whether makedumpfile builds a kdump or ELF dump's
+// bitmaps of kexec machine r in cycles in mode (on a machine with a few
+// MiB free).
+func kexecInCycles(r uint64, mode kexecMode) bool {
+	return mode.name == "cyclic-buffer" || mode.name == "default" && r != 0
+}
+
+type kexecOutput struct {
 	name  string
 	args  []string
 	files int
-}{
+}
+
+var kexecOutputs = []kexecOutput{
 	{"kdump", nil, 1},
 	{"elf", []string{"-E"}, 1},
 	// 1 MiB splitblocks, so that both files get pages (makedumpfile
