@@ -71,7 +71,7 @@ func sampleVmcore(path string, n int) (*realSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, false)
+	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, source.PartialPages{})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,10 @@ type input struct {
 	// vmemmap is set when -e waits for an ELF dump's zero scan: the
 	// vmemmap pages are found from the bitmaps as they are after it.
 	vmemmap *filter.Vmemmap
+	// partial is how the bitmaps took partial pages; its LastPresent
+	// also says makedumpfile would build them in one cycle, which the
+	// ELF walk past mem_map depends on (dump/compat.go).
+	partial source.PartialPages
 	codec   *codec.Codec // nil: pages stored raw
 	meta    *sink.Meta
 }
@@ -82,7 +86,8 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		vm = findVmemmap(ev, kern, in.vmcore, v)
 	}
 	scanStart := time.Now()
-	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, countPartial(o, ev, v.Pfns())); err != nil {
+	in.partial = partialPages(o, ev, v.Pfns())
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial); err != nil {
 		return nil, err
 	}
 	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
@@ -182,10 +187,11 @@ func excludeVmemmap(ev Events, plan *filter.Plan, vm *filter.Vmemmap, dumpable *
 	ev.Notef(Progress, "\nExcluded %d unused vmemmap pages\n", n)
 }
 
-// countPartial decides, as makedumpfile would on this machine with these
-// options, whether the 1st bitmap counts a PT_LOAD's partial last page
-// (filter.Cycle).
-func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
+// partialPages decides, as makedumpfile would on this machine with these
+// options, whether the bitmaps count a PT_LOAD's partial last page
+// (filter.Cycle), and takes the release's rule for the page holding a
+// PT_LOAD's data end.
+func partialPages(o *Options, ev Events, maxMapnr uint64) source.PartialPages {
 	// -e: makedumpfile requires --work-dir, so its bitmaps are in one cycle.
 	c := filter.Cycle{WorkDir: o.WorkDir || o.ExcludeVmemmap, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
 	if o.Out.Shape == Split {
@@ -197,7 +203,7 @@ func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
 	}
 	one := c.OneCycle(maxMapnr)
 	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
-	return one
+	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
 }
 
 // physBase is the crashed kernel's phys_base: NUMBER(phys_base) from
