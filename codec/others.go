@@ -62,17 +62,23 @@ type zstdCompressor struct{ enc *zstd.Encoder }
 // newZstdCompressor returns klauspost's fastest encoder with the literals
 // of every block stored raw, not Huffman-coded
 // (WithNoEntropyCompression). Each page is a frame of its own, so a
-// Huffman table cannot be reused from page to page: every page would
-// pay for counting its literals, building a tree and writing the table
-// (FSE-compressed weights), which is most of what the encoder spends on a
-// 4 KiB page. Without it the encoder is about 1.6 times as fast and
-// stores about 3 % more (docs/benchmarks.md, "zstd" under issue 16); the
-// sequences stay FSE-coded, and every zstd decoder reads raw literals.
+// Huffman table cannot be reused from page to page: every page would pay
+// for counting its literals, building a tree and writing the table
+// (FSE-compressed weights), most of what the encoder spends on a 4 KiB
+// page. Without it the encoder is about 1.7 times as fast on real pages
+// and stores 6 % more of them, 3 % more in a whole -z dump
+// (docs/benchmarks.md, BenchmarkZstdLiterals). The sequences stay
+// FSE-coded; every zstd decoder reads raw literals.
 func newZstdCompressor() Compressor {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+	return newZstdWith(zstd.WithNoEntropyCompression(true))
+}
+
+// newZstdWith returns the -z encoder's options plus extra.
+func newZstdWith(extra ...zstd.EOption) Compressor {
+	opts := append([]zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false),
-		zstd.WithZeroFrames(true), zstd.WithLowerEncoderMem(true),
-		zstd.WithNoEntropyCompression(true))
+		zstd.WithZeroFrames(true), zstd.WithLowerEncoderMem(true)}, extra...)
+	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(err) // only bad options fail, and these are constant
 	}
