@@ -65,7 +65,7 @@ type zstdCompressor struct{ enc *zstd.Encoder }
 // Huffman table cannot be reused from page to page: every page would pay
 // for counting its literals, building a tree and writing the table
 // (FSE-compressed weights), most of what the encoder spends on a 4 KiB
-// page. Without it the encoder is about 1.7 times as fast on real pages
+// page. Without it the encoder is about 1.6 times as fast on real pages
 // and stores 6 % more of them, 3 % more in a whole -z dump
 // (docs/benchmarks.md, BenchmarkZstdLiterals). The sequences stay
 // FSE-coded; every zstd decoder reads raw literals.
