@@ -40,6 +40,9 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 		j.ev.End(label, time.Since(start))
 		zeros = z.zeros
 	}
+	if j.in.vmemmap != nil {
+		excludeVmemmap(j.ev, plan, j.in.vmemmap, keep)
+	}
 	markPastMemMap(keep, v, plan.MaxMapnr)
 	segs := make([]sink.ELFSegment, len(v.Loads))
 	for i, l := range v.Loads {

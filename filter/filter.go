@@ -66,6 +66,9 @@ type Plan struct {
 	Excluded Counts
 	// Scanned tells whether struct pages were read.
 	Scanned bool
+	// VmemmapExcluded is the number of vmemmap pages -e left out
+	// (ExcludeVmemmap), as makedumpfile counts them.
+	VmemmapExcluded uint64
 
 	// Wall is how long NewPlan took and ProcessCPU the process's CPU time
 	// over it; ScanCPU is the scan workers' part of that, measured on

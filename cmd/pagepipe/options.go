@@ -39,6 +39,7 @@ type options struct {
 	blockOrder     int
 	cyclicBufferKB int
 	workDir        string
+	excludeVmemmap bool // -e
 	debug          bool
 	showStats      bool
 	dryRun         bool
@@ -178,12 +179,12 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
 	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe keeps its bitmaps in memory, at most 2 bits per page)")
 	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe keeps its bitmaps in memory)")
+	fs.BoolVarP(&o.excludeVmemmap, "exclude-vmemmap", "e", false, "exclude the vmemmap pages that describe only excluded pages (x86_64; makedumpfile needs --work-dir for it, pagepipe does not)")
 	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
 	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "do everything but write the dump")
 	// Refused with a clear message: features pagepipe does not have.
 	for _, u := range []struct{ long, short, usage string }{
-		{"exclude-vmemmap", "e", "exclude unused vmemmap pages"},
 		{"vmlinux", "x", "read the kernel's layout from a debug vmlinux"},
 		{"generate-vmcoreinfo", "g", "write a VMCOREINFO file from a vmlinux"},
 		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
@@ -198,7 +199,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	} {
 		f := fs.VarPF(unsupportedFlag{o, u.long, u.short, u.usage}, u.long, u.short, u.usage)
 		f.Hidden = true
-		if u.long == "exclude-vmemmap" || u.long == "exclude-xen-dom" || u.long == "mem-usage" {
+		if u.long == "exclude-xen-dom" || u.long == "mem-usage" {
 			f.NoOptDefVal = "true"
 		}
 	}
@@ -303,6 +304,7 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		ZeroUnreadable:  o.zeroUnreadable,
 		WorkDir:         o.workDir != "",
 		CyclicBufferKiB: o.cyclicBufferKB,
+		ExcludeVmemmap:  o.excludeVmemmap,
 		Program:         progName,
 		Out: dump.Output{
 			Force:         o.force,
