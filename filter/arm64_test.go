@@ -62,7 +62,7 @@ func TestScanARM64MatchesTruth(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plan, err := filter.NewPlan(context.Background(), v, level, k, 2, false)
+				plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{})
 				if err != nil {
 					t.Fatal(err)
 				}

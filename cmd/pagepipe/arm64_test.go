@@ -197,7 +197,7 @@ func checkARM64Shapes(t *testing.T, dir, vmcore, d31 string, s synth.Spec) {
 		t.Errorf("-E: architecture %s", v.Arch().Name())
 	}
 	buf := make([]byte, source.PageSize)
-	_, has := v.Bitmaps(v.MaxMapnr, false)
+	_, has := v.Bitmaps(v.MaxMapnr, source.PartialPages{})
 	got := judge.Pages{}
 	for pfn := has.NextSet(0); pfn < has.Len(); pfn = has.NextSet(pfn + 1) {
 		if err := v.ReadPhys(pfn*source.PageSize, buf); err != nil {
