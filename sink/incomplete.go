@@ -40,6 +40,9 @@ func (l Limit) WriteAt(p []byte, off int64) (int, error) {
 // The bitmap and header were written first, so rewriting them needs no new
 // space. Abort returns the first error that stops it.
 func (k *Kdump) Abort() error {
+	if k.placed {
+		return k.abortPlaced()
+	}
 	// Where the disk still takes it (a signal stopped the dump, not a full
 	// disk), the buffered data lands, and with it the pages it holds.
 	_ = k.flushData()
@@ -61,6 +64,24 @@ func (k *Kdump) Abort() error {
 	_ = k.writeAt(k.descs[keep:], k.descNext+uint64(keep))
 	k.release()
 
+	if err := k.cutDumpable(onDisk); err != nil {
+		return err
+	}
+	return k.markIncomplete()
+}
+
+// abortPlaced is Abort for a file written by placed chunks (no buffers):
+// the chunks landed in order from the first are kept, and the
+// descriptors of later chunks, some of which may have landed ahead of an
+// earlier one, are zeroed (best effort: a hole reads as zero anyway).
+func (k *Kdump) abortPlaced() error {
+	onDisk := (k.landedDescs - k.layout.Descs) / kdumpfmt.PageDescSize
+	zeros := make([]byte, min(k.descNext-k.landedDescs, 64<<10))
+	for off := k.landedDescs; off < k.descNext; off += uint64(len(zeros)) {
+		if k.writeAt(zeros[:min(uint64(len(zeros)), k.descNext-off)], off) != nil {
+			break
+		}
+	}
 	if err := k.cutDumpable(onDisk); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ package sink
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
@@ -21,7 +23,7 @@ type Output interface {
 // bytes"). Every writer here embeds one.
 type posWriter struct {
 	out Output
-	n   uint64
+	n   atomic.Uint64 // a Kdump's placed chunks are written concurrently
 }
 
 func (w *posWriter) writeAt(p []byte, off uint64) error {
@@ -31,7 +33,7 @@ func (w *posWriter) writeAt(p []byte, off uint64) error {
 	if _, err := w.out.WriteAt(p, int64(off)); err != nil {
 		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
 	}
-	w.n += uint64(len(p))
+	w.n.Add(uint64(len(p)))
 	return nil
 }
 
@@ -93,9 +95,18 @@ const (
 	descBufSize = 256 << 10
 )
 
-// Kdump writes a kdump-compressed file (header_version 6). Page
-// descriptors and data go through two buffers flushed with large
-// positioned writes, so each region is written sequentially.
+// Kdump writes a kdump-compressed file (header_version 6), in one of two
+// ways, not both:
+//
+//   - WritePages takes the pages in order: descriptors and data go
+//     through two buffers flushed with large positioned writes, so each
+//     region is written sequentially (a flattened stream's records come
+//     in one order whatever the workers);
+//   - Place hands out, in order, where each chunk of pages goes (its data
+//     offset and descriptor slots: only arithmetic), and WritePlaced,
+//     called by the pipeline's workers at once and in any order, writes a
+//     chunk there straight from its buffer, data first, then its
+//     descriptors. The bytes, and so the file, are the same.
 type Kdump struct {
 	posWriter
 	layout   kdumpfmt.Layout
@@ -108,6 +119,16 @@ type Kdump struct {
 
 	status uint32 // the header's status, as written
 	meta   *Meta
+
+	// Chunks written by Place and WritePlaced instead of WritePages.
+	placed bool
+	places uint64 // chunks placed so far
+	landMu sync.Mutex
+	landed uint64 // chunks whose data and descriptors are all written, in order
+	// landedDescs is the file offset past the descriptors of the landed
+	// chunks; early, those of chunks written ahead of an earlier one.
+	landedDescs uint64
+	early       map[uint64]uint64
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -197,7 +218,7 @@ func (k *Kdump) release() { k.descs, k.data = nil, nil }
 func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
 
 // Written returns the number of bytes written so far.
-func (k *Kdump) Written() uint64 { return k.n }
+func (k *Kdump) Written() uint64 { return k.n.Load() }
 
 // WritePages appends the descriptors and data of consecutive dumped pages;
 // data holds the stored bytes of the non-zero pages, back to back. Large
@@ -281,10 +302,99 @@ func (k *Kdump) flushDescs() error {
 // Close flushes the data, then the descriptors (flushDescs does both), as
 // makedumpfile does, and frees the buffers.
 func (k *Kdump) Close() error {
+	if k.placed {
+		return nil // every placed chunk was written by WritePlaced
+	}
 	k.buffers()
 	if err := k.flushDescs(); err != nil {
 		return err
 	}
 	k.release()
 	return nil
+}
+
+// Place is where one chunk of pages goes in a kdump file (Kdump.Place).
+type Place struct {
+	seq     uint64 // the chunk's number in order
+	descOff uint64 // file offset of its first descriptor
+	dataOff uint64 // file offset of its first data byte
+}
+
+// Place reserves the space of the next chunk of pages in order: their
+// descriptors' slots and dataLen bytes of data. It only does arithmetic,
+// but for the first chunk of a dump with a zero page, which writes it. It
+// must be called in order and not concurrently; WritePlaced may then
+// write the chunk from any goroutine.
+func (k *Kdump) Place(pages []Page, dataLen int) (Place, error) {
+	if !k.placed {
+		k.placed, k.landedDescs = true, k.descNext
+		if k.meta.ZeroPage && k.dataNext == k.layout.Data {
+			if err := k.writeAt(make([]byte, k.meta.BlockSize), k.dataNext); err != nil {
+				return Place{}, fmt.Errorf("zero page: %w", err)
+			}
+			k.dataNext += k.meta.BlockSize
+		}
+	}
+	p := Place{seq: k.places, descOff: k.descNext, dataOff: k.dataNext}
+	k.places++
+	k.descNext += uint64(len(pages)) * kdumpfmt.PageDescSize
+	k.dataNext += uint64(dataLen)
+	return p, nil
+}
+
+// descBufs are WritePlaced's descriptor buffers, one chunk's worth each.
+var descBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// WritePlaced writes a placed chunk: its data, then its descriptors, so
+// that a descriptor on disk always points at data that landed (see
+// Abort).
+func (k *Kdump) WritePlaced(at Place, pages []Page, data []byte) error {
+	if err := k.writeAt(data, at.dataOff); err != nil {
+		return fmt.Errorf("page data: %w", err)
+	}
+	bp := descBufs.Get().(*[]byte)
+	defer descBufs.Put(bp)
+	need := len(pages) * kdumpfmt.PageDescSize
+	if cap(*bp) < need {
+		*bp = make([]byte, need)
+	}
+	d, off := (*bp)[:need], at.dataOff
+	for i, p := range pages {
+		desc := k.zeroDesc
+		if !p.Zero {
+			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
+			off += uint64(p.Size)
+		}
+		desc.Put(d[i*kdumpfmt.PageDescSize:])
+	}
+	if err := k.writeAt(d, at.descOff); err != nil {
+		return fmt.Errorf("page descriptors: %w", err)
+	}
+	k.land(at.seq, at.descOff+uint64(need))
+	return nil
+}
+
+// land records that chunk seq, whose descriptors end at descEnd, is
+// written, and moves the landed prefix past it and the chunks after it
+// that landed first.
+func (k *Kdump) land(seq, descEnd uint64) {
+	k.landMu.Lock()
+	defer k.landMu.Unlock()
+	if seq != k.landed {
+		if k.early == nil {
+			k.early = map[uint64]uint64{}
+		}
+		k.early[seq] = descEnd
+		return
+	}
+	for {
+		k.landed++
+		k.landedDescs = descEnd
+		next, ok := k.early[k.landed]
+		if !ok {
+			return
+		}
+		delete(k.early, k.landed)
+		descEnd = next
+	}
 }
