@@ -181,6 +181,13 @@ func TestModel(t *testing.T) {
 			t.Errorf("%d workers on %v cores: %v %s, want %v %s", tc.workers, tc.cores, w, b, tc.wall, tc.bound)
 		}
 	}
+	// A fifth of the CPU is serial: Amdahl's 4x at 16 workers, 1/(0.2+0.8/64) at 64.
+	if f := md.SerialFraction(); math.Abs(f-0.2) > 1e-9 {
+		t.Errorf("serial fraction %v, want 0.2", f)
+	}
+	if s16, s64 := md.SpeedUp(16), md.SpeedUp(64); math.Abs(s16-4) > 1e-9 || math.Abs(s64-1/(0.2+0.8/64)) > 1e-9 {
+		t.Errorf("speed-ups %v at 16, %v at 64", s16, s64)
+	}
 	// The I/O ceiling: the source gives 1 GB in 0.5 s at best.
 	md.Serial = 0.1
 	if w, b := md.Wall(64, 64); w != 0.5 || b != "io" {
@@ -269,6 +276,8 @@ func TestTablesShapes(t *testing.T) {
 		`(?m)^\[model\]`,
 		`This is a model, not a measurement`,
 		`(?m)^\s*64\s+\d+\s+\d+\s+cpu\s*$`,
+		`(?m)^\[serial\].*\n\s*codec\s+level\s+CPUs\s+wall ratio\s+CPU ratio\s+serial \(CPU s\)\s+serial fraction\s+model 16\s+model 64`,
+		`(?m)^\s*-c\s+31\s+0\s+0\.33\s+\S+\s+[0-9.]+\s+[0-9.]+ %\s+[0-9.]+x\s+[0-9.]+x\s+cpu\s*$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no match for %s in:\n%s", re, out)
