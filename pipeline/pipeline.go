@@ -139,13 +139,14 @@ type Stats struct {
 // StageCPU is the CPU time of the copy pass's stages. Every stage runs on
 // the workers, each locked to its OS thread for its life, whose thread
 // clock (exact, cpuclock.Thread) is read when it starts and ends, and
-// around each write (two readings per chunk written, 4 µs each on these
-// virtual machines). The serial sections, too short for a 4 µs clock,
-// are timed with the monotonic clock (vDSO, tens of ns) while the lock is
-// held: a preemption inside one counts against them. The writes are taken
-// out of the workers' system time, the serial sections out of their user
-// time; the rest is read (system) and compress (user), split as the kernel
-// samples it at ticks. It tells what the code costs, whatever the machine
+// around each batch of writes (cpuclock.ThreadTotal: two readings per
+// chunk written, 4 µs each on these virtual machines). The serial
+// sections, too short for such a clock, are timed with the monotonic clock
+// (vDSO, tens of ns) while the lock is held: a wait for the CPU inside one
+// counts against it, so they err high. The writes are taken out of the
+// workers' system time, the
+// serial sections out of their user time; the rest is read (system) and
+// compress (user), split as the kernel samples it at ticks. It tells what the code costs, whatever the machine
 // gives in wall time: on a machine whose CPUs share one core, more workers
 // take longer but cost the same CPU seconds.
 type StageCPU struct {
@@ -189,6 +190,14 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	// their reader, codec state and chunks, whose memory faults in on
 	// first use (docs/scaling.md).
 	workers := min(max(cfg.Workers, 1), runtime.GOMAXPROCS(0))
+	if runtime.GOMAXPROCS(0) == 1 {
+		// With one P, the runtime's monitor takes it from a worker in a
+		// write of more than about 20 µs, hands it to another thread and
+		// back, and keeps polling every 20 µs: on one CPU that churn
+		// doubled the context switches of a -l pass. A second P, idle,
+		// makes it leave the syscall alone (docs/scaling.md).
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	sq := newSequencer(cfg, 2*workers+2)
 	g, ctx := errgroup.WithContext(ctx)
 	for range workers {
@@ -375,7 +384,7 @@ func (sq *sequencer) take(batch []*chunk) ([]*chunk, error) {
 // chunks that became ready meanwhile, until none are left.
 func (sq *sequencer) writeBatch(batch []*chunk) error {
 	for len(batch) > 0 {
-		t0 := cpuclock.Thread().Total()
+		t0 := cpuclock.ThreadTotal()
 		for _, c := range batch {
 			var err error
 			if sq.placer != nil {
@@ -388,7 +397,7 @@ func (sq *sequencer) writeBatch(batch []*chunk) error {
 			}
 			sq.written.Add(uint64(len(c.pages)))
 		}
-		d := int64(cpuclock.Thread().Total() - t0)
+		d := int64(cpuclock.ThreadTotal() - t0)
 		if sq.placer != nil {
 			sq.store.Add(d)
 		} else {

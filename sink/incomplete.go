@@ -70,14 +70,17 @@ func (k *Kdump) Abort() error {
 	return k.markIncomplete()
 }
 
-// abortPlaced is Abort for a file written by placed chunks (no buffers):
-// the chunks landed in order from the first are kept, and the
-// descriptors of later chunks, some of which may have landed ahead of an
-// earlier one, are zeroed (best effort: a hole reads as zero anyway).
+// abortPlaced is Abort for a file written by placed chunks: the chunks
+// whose data landed in order from the first are kept, and the descriptor
+// slots of later chunks are zeroed (best effort: a hole reads as zero
+// anyway; their descriptors were never written).
 func (k *Kdump) abortPlaced() error {
-	onDisk := (k.landedDescs - k.layout.Descs) / kdumpfmt.PageDescSize
-	zeros := make([]byte, min(k.descNext-k.landedDescs, 64<<10))
-	for off := k.landedDescs; off < k.descNext; off += uint64(len(zeros)) {
+	// The descriptors of the chunks landed in order, where the disk
+	// still takes them.
+	_ = k.flushPending()
+	onDisk := (k.descsOut - k.layout.Descs) / kdumpfmt.PageDescSize
+	zeros := make([]byte, min(k.descNext-k.descsOut, 64<<10))
+	for off := k.descsOut; off < k.descNext; off += uint64(len(zeros)) {
 		if k.writeAt(zeros[:min(uint64(len(zeros)), k.descNext-off)], off) != nil {
 			break
 		}
