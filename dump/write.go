@@ -373,9 +373,9 @@ func (k kdumpShape) Abort() ([]int, error) { return []int{0}, k.Kdump.Abort() }
 type placedKdump struct{ kdumpShape }
 
 func (k placedKdump) Place(pages []sink.Page, dataLen int) (sink.Place, error) {
-	return k.Kdump.Place(pages, dataLen)
+	return k.Kdump.Reserve(pages, dataLen)
 }
 
 func (k placedKdump) WritePlaced(at sink.Place, pages []sink.Page, data []byte) error {
-	return k.Kdump.WritePlaced(at, pages, data)
+	return k.Kdump.WriteReserved(at, pages, data)
 }

@@ -194,9 +194,9 @@ func (o ordered) WritePages(_ []uint64, p []sink.Page, d []byte) error { return 
 // placed is a Kdump whose chunks the workers write (a Placer).
 type placed struct{ ordered }
 
-func (p placed) Place(pages []sink.Page, n int) (sink.Place, error) { return p.k.Place(pages, n) }
+func (p placed) Place(pages []sink.Page, n int) (sink.Place, error) { return p.k.Reserve(pages, n) }
 func (p placed) WritePlaced(at sink.Place, pages []sink.Page, d []byte) error {
-	return p.k.WritePlaced(at, pages, d)
+	return p.k.WriteReserved(at, pages, d)
 }
 
 // A kdump file written by the workers at the places handed out in order

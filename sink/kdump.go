@@ -102,8 +102,8 @@ const (
 //     through two buffers flushed with large positioned writes, so each
 //     region is written sequentially (a flattened stream's records come
 //     in one order whatever the workers);
-//   - Place hands out, in order, where each chunk of pages goes (its data
-//     offset and descriptor slots: only arithmetic), and WritePlaced,
+//   - Reserve hands out, in order, where each chunk of pages goes (its
+//     data offset and descriptor slots: only arithmetic), and WriteReserved,
 //     called by the pipeline's workers at once and in any order, writes a
 //     chunk there straight from its buffer, data first, then its
 //     descriptors. The bytes, and so the file, are the same.
@@ -120,7 +120,7 @@ type Kdump struct {
 	status uint32 // the header's status, as written
 	meta   *Meta
 
-	// Chunks written by Place and WritePlaced instead of WritePages.
+	// Chunks written by Reserve and WriteReserved instead of WritePages.
 	placed bool
 	places uint64 // chunks placed so far
 	landMu sync.Mutex
@@ -305,7 +305,7 @@ func (k *Kdump) flushDescs() error {
 // makedumpfile does, and frees the buffers.
 func (k *Kdump) Close() error {
 	if k.placed {
-		// Every chunk's data was written by WritePlaced: the last
+		// Every chunk's data was written by WriteReserved: the last
 		// descriptors are left.
 		k.landMu.Lock()
 		defer k.landMu.Unlock()
@@ -319,19 +319,19 @@ func (k *Kdump) Close() error {
 	return nil
 }
 
-// Place is where one chunk of pages goes in a kdump file (Kdump.Place).
+// Place is where one chunk of pages goes in a kdump file (Kdump.Reserve).
 type Place struct {
 	seq     uint64 // the chunk's number in order
 	descOff uint64 // file offset of its first descriptor
 	dataOff uint64 // file offset of its first data byte
 }
 
-// Place reserves the space of the next chunk of pages in order: their
+// Reserve reserves the space of the next chunk of pages in order: their
 // descriptors' slots and dataLen bytes of data. It only does arithmetic,
 // but for the first chunk of a dump with a zero page, which writes it. It
-// must be called in order and not concurrently; WritePlaced may then
+// must be called in order and not concurrently; WriteReserved may then
 // write the chunk from any goroutine.
-func (k *Kdump) Place(pages []Page, dataLen int) (Place, error) {
+func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
 	if !k.placed {
 		k.placed, k.descsOut = true, k.descNext
 		k.pend = make([]byte, 0, descBufSize)
@@ -349,15 +349,15 @@ func (k *Kdump) Place(pages []Page, dataLen int) (Place, error) {
 	return p, nil
 }
 
-// descBufs are WritePlaced's descriptor buffers, one chunk's worth each.
+// descBufs are WriteReserved's descriptor buffers, one chunk's worth each.
 var descBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// WritePlaced writes a placed chunk's data, then hands its descriptors to
+// WriteReserved writes a reserved chunk's data, then hands its descriptors to
 // land, which writes them in order, 256 KiB at a time, once the data of
 // every chunk before them landed too: so a descriptor on disk always
 // points at data that landed (see Abort), and the descriptors cost a
 // write per 42 chunks, not one each.
-func (k *Kdump) WritePlaced(at Place, pages []Page, data []byte) error {
+func (k *Kdump) WriteReserved(at Place, pages []Page, data []byte) error {
 	if err := k.writeAt(data, at.dataOff); err != nil {
 		return fmt.Errorf("page data: %w", err)
 	}
