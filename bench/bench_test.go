@@ -333,3 +333,21 @@ func TestWriteAll(t *testing.T) {
 		t.Errorf("plot %v", b)
 	}
 }
+
+// A study of one worker count, with stages at 0 (no ordered writes), still
+// gets its plots: the log worker axis once panicked on a single point.
+func TestWriteAllOneWorkerCount(t *testing.T) {
+	s := &Study{Command: "pagepipe bench test", Vmcore: "/x/vmcore", BytesIn: 1 << 30, UsableCPUs: "0",
+		Machine: Machine{ReadRate: 5e9, WriteRate: 2e9, Capacity: map[string]float64{"0": 1}}}
+	for round := 1; round <= 3; round++ {
+		r := fakeRun(1, []int{0}, 1, 0.3, 2, round)
+		r.Stages.Write = 0
+		s.Runs = append(s.Runs, r)
+	}
+	if err := s.Analyze(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteAll(t.TempDir(), s); err != nil {
+		t.Fatal(err)
+	}
+}
