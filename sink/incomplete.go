@@ -71,20 +71,15 @@ func (k *Kdump) Abort() error {
 }
 
 // abortPlaced is Abort for a file written by placed chunks: the chunks
-// whose data landed in order from the first are kept, and the descriptor
-// slots of later chunks are zeroed (best effort: a hole reads as zero
-// anyway; their descriptors were never written).
+// whose data landed in order from the first are kept. The descriptors of
+// later chunks never reached the file (they are written only in order,
+// after the data before them), so their slots are holes, which read as
+// zero.
 func (k *Kdump) abortPlaced() error {
 	// The descriptors of the chunks landed in order, where the disk
 	// still takes them.
 	_ = k.flushPending()
 	onDisk := (k.descsOut - k.layout.Descs) / kdumpfmt.PageDescSize
-	zeros := make([]byte, min(k.descNext-k.descsOut, 64<<10))
-	for off := k.descsOut; off < k.descNext; off += uint64(len(zeros)) {
-		if k.writeAt(zeros[:min(uint64(len(zeros)), k.descNext-off)], off) != nil {
-			break
-		}
-	}
 	if err := k.cutDumpable(onDisk); err != nil {
 		return err
 	}
