@@ -117,6 +117,7 @@ func TestLA57MatchesMakedumpfile178(t *testing.T) {
 	vmcore := newKernel(t, la57Options(), "6.12.", true)
 	mdf := fixture.Peer(t, "makedumpfile-sid")
 	levelsMatch(t, vmcore, mdf, []string{"31"})
+	classesExplained(t, readStructPages(t, vmcore), mdf, vmcore, []string{"31"}) // structpage's 5-level walk
 	readersReadEveryPage(t, vmcore, mdf, [][]string{{"-c", "-d", "31"}})
 	crashSame(t, fixture.Peer(t, "crash-sid"), fixture.SuiteDebugVmlinux(t, "trixie"), vmcore, mdf, [][]string{{"-d", "31"}})
 }
