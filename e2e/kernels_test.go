@@ -217,7 +217,7 @@ func readStructPages(t *testing.T, vmcore string) *structpage.Machine {
 func classesExplained(t *testing.T, m *structpage.Machine, prog, vmcore string, levels []string) {
 	t.Helper()
 	for _, level := range levels {
-		t.Run("d"+level, func(t *testing.T) {
+		t.Run("explained-d"+level, func(t *testing.T) {
 			n, err := strconv.Atoi(level)
 			if err != nil {
 				t.Fatal(err)
