@@ -210,10 +210,10 @@ func readStructPages(t *testing.T, vmcore string) *structpage.Machine {
 
 // classesExplained checks prog's dump of vmcore at each level against
 // what the kernel's struct pages say, as structpage reads them: the dump
-// holds exactly the pages in RAM (below max_mapnr) that the level does not
-// leave out, stores as the zero page exactly those the level leaves out as
-// zero, and the report's count of each class is the number of pages of
-// that class.
+// holds the data of exactly the pages in RAM (below max_mapnr) that the
+// level does not leave out (pages left out as zero may keep their bit, with
+// the one shared zero page: see kept), and the report's count of each
+// class is the number of pages of that class.
 func classesExplained(t *testing.T, m *structpage.Machine, prog, vmcore string, levels []string) {
 	t.Helper()
 	for _, level := range levels {
