@@ -83,6 +83,8 @@ func readMode(r fixture.Run) string {
 // log the sysrq panic.
 func TestCaptureMatchesMakedumpfile(t *testing.T) {
 	c := captureRun(t, "judge", 1)
+	// The defaults follow nr_cpus=1: one CPU, one worker.
+	defaultsAndMaps(t, c, "pp-l31", "1", "1", "0")
 	for _, pair := range [][2]string{{"pp-l31", "mdf-l31"}, {"pp-d31", "mdf-d31"}, {"pp-E31", "mdf-E31"}} {
 		t.Run(pair[0], func(t *testing.T) {
 			equalFiles(t, c.Dump(pair[0]), c.Dump(pair[1]))
@@ -121,8 +123,9 @@ func TestCaptureKdumpTools(t *testing.T) {
 }
 
 var (
-	cpusLine = regexp.MustCompile(`(?m)^cpus: GOMAXPROCS (\d+); (.*); workers (\d+)$`)
-	mmapLine = regexp.MustCompile(`(?m)^mmap: (\d+) windows mapped, (\d+) failed and read instead`)
+	cpusLine   = regexp.MustCompile(`(?m)^cpus: GOMAXPROCS (\d+); (.*); workers (\d+)$`)
+	threadCPUs = regexp.MustCompile(`\d+ threads on CPUs ([0-9,-]+)`)
+	mmapLine   = regexp.MustCompile(`(?m)^mmap: (\d+) windows mapped, (\d+) failed and read instead`)
 )
 
 // In the capture kernel with nr_cpus=2, pagepipe's defaults take both CPUs
@@ -137,23 +140,38 @@ func TestCaptureWorkers(t *testing.T) {
 	c := captureRun(t, "workers", 2)
 	equalFiles(t, c.Dump("pp-w1"), c.Dump("pp-default"))
 	equalFiles(t, c.Dump("pp-default"), c.Dump("mdf-l31"))
-	for _, tc := range []struct {
-		name, workers string
-	}{{"pp-w1", "1"}, {"pp-default", "2"}} {
-		msgs := string(readFile(t, c.Log(tc.name)))
-		m := cpusLine.FindStringSubmatch(msgs)
-		if m == nil {
-			t.Fatalf("%s: no cpus line in its messages:\n%s", tc.name, msgs)
+	defaultsAndMaps(t, c, "pp-w1", "2", "1", "0-1")
+	defaultsAndMaps(t, c, "pp-default", "2", "2", "0-1")
+}
+
+// defaultsAndMaps checks the debug lines of the pagepipe command name:
+// GOMAXPROCS gomaxprocs, that many workers, every thread allowed on the
+// CPUs list (no confinement: the kernel's CPUs), and mmap windows mapped
+// with none failed.
+func defaultsAndMaps(t *testing.T, c fixture.Capture, name, gomaxprocs, workers, list string) {
+	t.Helper()
+	msgs := string(readFile(t, c.Log(name)))
+	m := cpusLine.FindStringSubmatch(msgs)
+	if m == nil {
+		t.Fatalf("%s: no cpus line in its messages:\n%s", name, msgs)
+	}
+	if m[1] != gomaxprocs || m[3] != workers {
+		t.Errorf("%s: %q, want GOMAXPROCS %s, workers %s", name, m[0], gomaxprocs, workers)
+	}
+	lists := threadCPUs.FindAllStringSubmatch(m[2], -1)
+	for _, l := range lists {
+		if l[1] != list {
+			t.Errorf("%s: %q: threads allowed on CPUs %s, want %s", name, m[0], l[1], list)
 		}
-		if m[1] != "2" || m[3] != tc.workers || !strings.Contains(m[2], "threads on CPUs 0-1") || strings.Contains(m[2], "CPUs 0;") {
-			t.Errorf("%s: %q, want GOMAXPROCS 2, threads on CPUs 0-1, workers %s", tc.name, m[0], tc.workers)
-		}
-		mm := mmapLine.FindStringSubmatch(msgs)
-		if mm == nil {
-			t.Fatalf("%s: no mmap line in its messages:\n%s", tc.name, msgs)
-		}
-		if mm[1] == "0" || mm[2] != "0" {
-			t.Errorf("%s: %q: want windows mapped and none failed", tc.name, mm[0])
-		}
+	}
+	if len(lists) == 0 {
+		t.Errorf("%s: %q names no threads' CPUs", name, m[0])
+	}
+	mm := mmapLine.FindStringSubmatch(msgs)
+	if mm == nil {
+		t.Fatalf("%s: no mmap line in its messages:\n%s", name, msgs)
+	}
+	if mm[1] == "0" || mm[2] != "0" {
+		t.Errorf("%s: %q: want windows mapped and none failed", name, mm[0])
 	}
 }
