@@ -34,18 +34,7 @@ prints their paths.
 EOF
 }
 
-out=$repo_root/bin/deb
-arches=()
-while [ $# -gt 0 ]; do
-	case $1 in
-	--out) out=${2:?--out needs a directory}; shift 2 ;;
-	--out=*) out=${1#*=}; shift ;;
-	-h | --help) usage; exit 0 ;;
-	-*) usage >&2; die "unknown option: $1" ;;
-	*) arches+=("$1"); shift ;;
-	esac
-done
-[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+pp_args "$repo_root/bin/deb" "$@"
 command -v dpkg-deb >/dev/null || die "no dpkg-deb: install dpkg"
 
 upstream=$(pp_version)
@@ -53,12 +42,8 @@ version=$upstream-$deb_revision
 SOURCE_DATE_EPOCH=$(pp_source_date_epoch)
 export SOURCE_DATE_EPOCH
 debian=$repo_root/packaging/debian
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 
-umask 022
-work=$(mktemp -d "${TMPDIR:-/tmp}/pagepipe-deb.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+pp_work deb
 
 # fill FILE: the template with the package's fields put in.
 fill() {

@@ -66,3 +66,32 @@ pp_build() {
 		-ldflags='-s -w -buildid=' -o "$out" ./cmd/pagepipe) ||
 		die "go build ./cmd/pagepipe for $goarch failed"
 }
+
+# pp_args DEFAULT_OUT ARG... parses the command line both scripts take,
+# [--out DIR] [ARCH...], into out (made, and absolute) and arches (amd64
+# and arm64 when none is named); -h prints the caller's usage.
+pp_args() {
+	out=$1
+	shift
+	arches=()
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--out) out=${2:?--out needs a directory}; shift 2 ;;
+		--out=*) out=${1#*=}; shift ;;
+		-h | --help) usage; exit 0 ;;
+		-*) usage >&2; die "unknown option: $1" ;;
+		*) arches+=("$1"); shift ;;
+		esac
+	done
+	[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+	mkdir -p "$out"
+	out=$(cd "$out" && pwd)
+}
+
+# pp_work KIND sets umask 022 (the packages' modes come from the staged
+# files) and work, a directory removed when the script exits.
+pp_work() {
+	umask 022
+	work=$(mktemp -d "${TMPDIR:-/tmp}/pagepipe-$1.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+}

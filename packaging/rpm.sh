@@ -21,29 +21,14 @@ Builds pagepipe's RPMs for each ARCH (amd64, arm64; default both) into DIR
 EOF
 }
 
-out=$repo_root/bin/rpm
-arches=()
-while [ $# -gt 0 ]; do
-	case $1 in
-	--out) out=${2:?--out needs a directory}; shift 2 ;;
-	--out=*) out=${1#*=}; shift ;;
-	-h | --help) usage; exit 0 ;;
-	-*) usage >&2; die "unknown option: $1" ;;
-	*) arches+=("$1"); shift ;;
-	esac
-done
-[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+pp_args "$repo_root/bin/rpm" "$@"
 command -v rpmbuild >/dev/null || die "no rpmbuild: run scripts/deps.sh (Debian's rpm package provides it)"
 
 version=$(pp_version)
 SOURCE_DATE_EPOCH=$(pp_source_date_epoch)
 export SOURCE_DATE_EPOCH
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 
-umask 022
-work=$(mktemp -d "${TMPDIR:-/tmp}/pagepipe-rpm.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+pp_work rpm
 declare -A listed=()
 
 for arch in "${arches[@]}"; do
