@@ -21,7 +21,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"pagepipe/dump"
@@ -33,12 +32,6 @@ import (
 var progName = "pagepipe"
 
 func main() {
-	// Debian's kernels have transparent huge pages "always": a Go heap
-	// touched here and there then faults in 2 MiB pages, and in a capture
-	// kernel that tripled pagepipe's peak RSS inside the crashkernel=
-	// reservation (docs/capture.md). The flag holds for the process's
-	// later faults and survives --cpus's re-exec.
-	_ = unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0)
 	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
 		progName = name
 	}
