@@ -294,6 +294,15 @@ func (m *Bitmap) allocated() int {
 	return n
 }
 
+// Word returns word w: pfns 64w to 64w+63, pfn 64w in bit 0; 0 past the
+// last block. (makedumpfile's -e looks at the bitmaps a word at a time.)
+func (m *Bitmap) Word(w uint64) uint64 {
+	if w/blockWords >= uint64(len(m.blocks)) {
+		return 0
+	}
+	return m.word(w)
+}
+
 // word returns word w: pfns 64w to 64w+63.
 func (m *Bitmap) word(w uint64) uint64 {
 	if b := m.blocks[w/blockWords]; b != nil {

@@ -12,6 +12,8 @@ import (
 )
 
 func init() {
+	dec := cref.NewDecompressor() // for the life of the test binary
+	cDecompress = dec.Decompress
 	newCCompressor = func(tb testing.TB, name string) (pageCompressor, func()) {
 		c, err := cref.NewCompressor(name)
 		if err != nil {

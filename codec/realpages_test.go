@@ -14,6 +14,7 @@ import (
 	"pagepipe/codec/lzo"
 	"pagepipe/filter"
 	"pagepipe/internal/fixture"
+	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 	"pagepipe/source"
 )
@@ -71,7 +72,7 @@ func sampleVmcore(path string, n int) (*realSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, false)
+	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, source.PartialPages{})
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +163,22 @@ func BenchmarkIncompressiblePages(b *testing.B) {
 		b.Fatal("no incompressible page in the sample")
 	}
 	benchCodecs(b, raw)
+}
+
+// BenchmarkZstdLiterals is the -z compressor on the real-page sample with
+// its literals stored raw, as package codec has it (/raw), and
+// Huffman-coded (/huffman): what the choice costs in size and gains in
+// speed.
+//
+//	go test -run '^$' -bench ZstdLiterals ./codec/
+func BenchmarkZstdLiterals(b *testing.B) {
+	pages := realPages(b).pages
+	zstd, err := codec.ByFlag(kdumpfmt.StatusZstd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("raw", func(b *testing.B) { benchPages(b, zstd.NewCompressor(), pages) })
+	b.Run("huffman", func(b *testing.B) { benchPages(b, codec.NewZstdHuffman(), pages) })
 }
 
 // benchCodecs runs benchPages for each codec's Go and C compressors.

@@ -75,14 +75,14 @@ const bitmapBlockPfns = 4096 * 8
 // the block it read last, that is, from the pfn at the same place in the
 // 32768-pfn block of the last pfn below maxMapnr that its walk visited.
 // This reproduces that, so that the dump equals makedumpfile's; only pages
-// the vmcore holds are ever taken. (With --cyclic-buffer, makedumpfile
-// keeps them all instead.)
+// the vmcore holds are ever taken. (In cycles makedumpfile keeps them all
+// instead: keepPastMemMap.)
 func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
 	const ps, bp = source.PageSize, bitmapBlockPfns
 	if maxMapnr == 0 || maxMapnr >= keep.Len() {
 		return
 	}
-	_, hasData := v.Bitmaps(keep.Len(), false)
+	_, hasData := v.Bitmaps(keep.Len(), source.PartialPages{})
 	block := (maxMapnr - 1) / bp // the walk starts after a pass over [0, maxMapnr)
 	stale := func(pfn uint64) bool {
 		q := block*bp + pfn%bp
@@ -107,4 +107,25 @@ func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
 			}
 		}
 	}
+}
+
+// keepPastMemMap is markPastMemMap's counterpart when makedumpfile builds
+// its bitmaps in cycles (--cyclic-buffer, max_mapnr not a multiple of 4,
+// --split): the ELF walk then builds the 2nd bitmap afresh for each cycle
+// of each PT_LOAD from the PT_LOADs (create_bitmap_from_memhole,
+// exclude_nodata_pages), the page scan never reaches past mem_map, and so
+// every pfn there with data is kept, but for zero pages with dump level bit
+// 1 (its zero scan covers the cycle): the caller's. It reports whether it
+// kept any.
+func keepPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64, pp source.PartialPages) bool {
+	if maxMapnr == 0 || maxMapnr >= keep.Len() {
+		return false
+	}
+	_, hasData := v.Bitmaps(keep.Len(), pp)
+	kept := false
+	for p := hasData.NextSet(maxMapnr); p < keep.Len(); p = hasData.NextSet(p + 1) {
+		keep.Set(p)
+		kept = true
+	}
+	return kept
 }

@@ -86,3 +86,50 @@ func TestMarkPastMemMap(t *testing.T) {
 		})
 	}
 }
+
+// In cycles the ELF walk keeps every pfn past mem_map that a PT_LOAD has
+// data for, and nothing below it changes.
+func TestKeepPastMemMap(t *testing.T) {
+	const bp = bitmapBlockPfns
+	bios := synth.Segment{Paddr: 0xfffc0000, FileSize: 0x3f000, MemSize: 0x40000} // data for pfns 0xfffc0-0xffffe
+	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * source.PageSize, MemSize: 2 * bp * source.PageSize}
+	s := synth.Spec{Segments: []synth.Segment{ram, bios}, CPUs: 1, Seed: 1, Mix: synth.Mix{Zero: 1}}
+	path := filepath.Join(t.TempDir(), "v")
+	if err := synth.WriteFile(path, s); err != nil {
+		t.Fatal(err)
+	}
+	v, err := source.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	for _, tc := range []struct {
+		name     string
+		maxMapnr uint64
+		kept     bool
+	}{
+		{"mem_map ends with RAM", 2 * bp, true},
+		{"mem_map ends mid-RAM", bp + 5, true},
+		{"mem_map covers everything", v.Pfns(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep := bitmap.New(v.Pfns())
+			for p := uint64(0); p < tc.maxMapnr; p += 3 {
+				keep.Set(p)
+			}
+			before := keep.Clone()
+			if got := keepPastMemMap(keep, v, tc.maxMapnr, source.PartialPages{}); got != tc.kept {
+				t.Fatalf("kept %v, want %v", got, tc.kept)
+			}
+			for p := uint64(0); p < v.Pfns(); p++ {
+				want := before.Test(p)
+				if p >= tc.maxMapnr {
+					want = p < 2*bp || p >= 0xfffc0 && p < 0xfffff
+				}
+				if keep.Test(p) != want {
+					t.Fatalf("pfn %#x: kept %v, want %v", p, keep.Test(p), want)
+				}
+			}
+		})
+	}
+}

@@ -91,9 +91,24 @@ type Options struct {
 	// not) and --cyclic-buffer: pagepipe keeps its bitmaps in memory
 	// regardless, but they decide, as in makedumpfile, whether the bitmaps
 	// are built in one cycle, and so whether a PT_LOAD's partial last page
-	// is present (filter.Cycle).
+	// is present (filter.Cycle) and what an ELF dump keeps past mem_map
+	// (dump/compat.go).
 	WorkDir         bool
 	CyclicBufferKiB int
+	// ExcludeVmemmap is makedumpfile's -e: the vmemmap pages that describe
+	// only excluded pages are left out too (filter.Vmemmap), and the
+	// header says so (DUMP_DH_EXCLUDED_VMEMMAP). makedumpfile needs
+	// --work-dir for it and then builds its bitmaps in one cycle;
+	// pagepipe needs no directory and builds them as in one cycle
+	// whenever -e is given. Where the vmemmap cannot be found (not
+	// x86_64, a vmemmap mapped by 4 KiB pages) the dump is made without
+	// it, as makedumpfile makes it, and an Error message says why.
+	ExcludeVmemmap bool
+	// KeepPartialData takes a page a PT_LOAD holds in part as makedumpfile
+	// 1.7.6 and later do (source.PartialPages.KeepData): in one cycle,
+	// kexec-tools' partial page at 0x9fc00 is then dumped. Without it the
+	// dump follows 1.7.2, Debian 12's.
+	KeepPartialData bool
 	// Program names the program in the messages makedumpfile words with
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string
@@ -124,9 +139,11 @@ type Output struct {
 type Class int
 
 const (
-	Common Class = iota // common messages (message level bit 2)
-	Debug               // debug messages (bit 8)
-	Report              // the report and STEP timings (bit 16)
+	Common   Class = iota // common messages (message level bit 2)
+	Debug                 // debug messages (bit 8)
+	Report                // the report and STEP timings (bit 16)
+	Progress              // progress messages (bit 1), on stderr
+	Error                 // error messages (bit 4), on stderr
 )
 
 // Events is how a dump talks to its user. The engine calls them from one

@@ -24,12 +24,20 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 	}
 	plan := j.in.plan
 	keep := plan.Dumpable.Cut(v.Pfns())
+	// Pages past mem_map: in cycles makedumpfile keeps them before its
+	// zero scan, in one cycle its walk takes stale bits after it.
+	oneCycle := j.in.partial.LastPresent
+	scan, scanned := plan.Dumpable, plan.NumDumpable
+	if !oneCycle && keepPastMemMap(keep, v, plan.MaxMapnr, j.in.partial) {
+		scan = keep.Clone()
+		scanned = scan.Count(0, scan.Len())
+	}
 	var zeros uint64
 	if j.in.level.Has(filter.ExcludeZero) {
 		const label = "Excluding zero pages"
 		start := time.Now()
 		z := &zeroMarker{keep: keep}
-		cfg := j.pipelineConfig(plan.Dumpable.Ones(), plan.NumDumpable, z, j.ev.Begin(label, plan.NumDumpable))
+		cfg := j.pipelineConfig(scan.Ones(), scanned, z, j.ev.Begin(label, scanned))
 		cfg.ExcludeZero = true
 		if _, err := pipeline.Run(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
@@ -40,7 +48,12 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 		j.ev.End(label, time.Since(start))
 		zeros = z.zeros
 	}
-	markPastMemMap(keep, v, plan.MaxMapnr)
+	if j.in.vmemmap != nil {
+		excludeVmemmap(j.ev, plan, j.in.vmemmap, keep)
+	}
+	if oneCycle {
+		markPastMemMap(keep, v, plan.MaxMapnr)
+	}
 	segs := make([]sink.ELFSegment, len(v.Loads))
 	for i, l := range v.Loads {
 		segs[i] = sink.ELFSegment{Paddr: l.Paddr, Vaddr: l.Vaddr, MemSize: l.MemSize, Flags: l.Flags, Align: l.Align}

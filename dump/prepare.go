@@ -2,14 +2,17 @@ package dump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"pagepipe/bitmap"
 	"pagepipe/codec"
 	"pagepipe/filter"
+	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 	"pagepipe/sink"
 	"pagepipe/source"
@@ -22,8 +25,15 @@ type input struct {
 	vmcore *source.Vmcore // nil when the input is a kdump-compressed dump
 	level  Level
 	plan   *filter.Plan
-	codec  *codec.Codec // nil: pages stored raw
-	meta   *sink.Meta
+	// vmemmap is set when -e waits for an ELF dump's zero scan: the
+	// vmemmap pages are found from the bitmaps as they are after it.
+	vmemmap *filter.Vmemmap
+	// partial is how the bitmaps took partial pages; its LastPresent
+	// also says makedumpfile would build them in one cycle, which the
+	// ELF walk past mem_map depends on (dump/compat.go).
+	partial source.PartialPages
+	codec   *codec.Codec // nil: pages stored raw
+	meta    *sink.Meta
 }
 
 // prepare opens the input and runs the filter pass.
@@ -71,8 +81,13 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 			kern = nil
 		}
 	}
+	var vm *filter.Vmemmap
+	if o.ExcludeVmemmap {
+		vm = findVmemmap(ev, kern, in.vmcore, v)
+	}
 	scanStart := time.Now()
-	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, countPartial(o, ev, v.Pfns())); err != nil {
+	in.partial = partialPages(o, ev, v.Pfns())
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial); err != nil {
 		return nil, err
 	}
 	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
@@ -83,6 +98,13 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		took = time.Since(scanStart)
 	}
 	ev.End("Excluding unnecessary pages", took)
+	if vm != nil {
+		if o.Out.Shape == ELF && level.Has(filter.ExcludeZero) {
+			in.vmemmap = vm // after the zero scan (elfLayout)
+		} else {
+			excludeVmemmap(ev, in.plan, vm, nil)
+		}
+	}
 	if in.codec, err = codecByName(o.Codec); err != nil {
 		return nil, err
 	}
@@ -108,6 +130,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if in.codec != nil {
 		m.Status = in.codec.Flag
 	}
+	if vm != nil {
+		m.Status |= kdumpfmt.StatusExcludedVmemmap
+	}
 	if dump != nil {
 		// The header describes the same crash: keep what the input says.
 		m.Utsname, m.CrashTime, m.PhysBase = dump.Header.Utsname, dump.Header.TimestampSec, dump.Sub.PhysBase
@@ -119,11 +144,56 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	return in, nil
 }
 
-// countPartial decides, as makedumpfile would on this machine with these
-// options, whether the 1st bitmap counts a PT_LOAD's partial last page
-// (filter.Cycle).
-func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
-	c := filter.Cycle{WorkDir: o.WorkDir, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
+// findVmemmap finds the vmemmap for -e, or says on the error stream why
+// there is none (makedumpfile then dumps without -e, and so does pagepipe)
+// and returns nil.
+func findVmemmap(ev Events, kern *filter.Kernel, v *source.Vmcore, m source.Memory) *filter.Vmemmap {
+	var vm *filter.Vmemmap
+	err := errors.New("the crashed kernel's mem_map was not found")
+	if kern != nil {
+		vm, err = kern.FindVmemmap(highPFN(v, m))
+	}
+	if err != nil {
+		ev.Notef(Error, "find_vmemmap: %v\n", err)
+		ev.Notef(Error, "create_dumpfile: Can't find vmemmap pages\n")
+		return nil
+	}
+	ev.Notef(Debug, "vmemmap_start: %16x\n", vm.Base)
+	for _, g := range vm.Groups() {
+		ev.Notef(Debug, "vmap pfns %#x-%x represent pfns %#x-%x\n\n", g.VmapStart, g.VmapLast, g.RepStart, g.RepEnd)
+	}
+	ev.Notef(Debug, "vmemmap: %d blocks of 2 MiB walked, %d mapped\n", vm.Blocks, vm.Mapped)
+	return vm
+}
+
+// highPFN is where makedumpfile's vmemmap walk stops: the end of the
+// highest PT_LOAD, rounded down to a page (a dump's max_mapnr when the
+// input is a dump).
+func highPFN(v *source.Vmcore, m source.Memory) uint64 {
+	if v == nil {
+		return m.Pfns()
+	}
+	var end uint64
+	for _, l := range v.Loads {
+		end = max(end, l.Paddr+l.MemSize)
+	}
+	return end / source.PageSize
+}
+
+// excludeVmemmap applies -e to the plan (dumpable nil) or to an ELF dump's
+// bitmap, with makedumpfile's progress message.
+func excludeVmemmap(ev Events, plan *filter.Plan, vm *filter.Vmemmap, dumpable *bitmap.Bitmap) {
+	n := plan.ExcludeVmemmap(vm, dumpable)
+	ev.Notef(Progress, "\nExcluded %d unused vmemmap pages\n", n)
+}
+
+// partialPages decides, as makedumpfile would on this machine with these
+// options, whether the bitmaps count a PT_LOAD's partial last page
+// (filter.Cycle), and takes the release's rule for the page holding a
+// PT_LOAD's data end.
+func partialPages(o *Options, ev Events, maxMapnr uint64) source.PartialPages {
+	// -e: makedumpfile requires --work-dir, so its bitmaps are in one cycle.
+	c := filter.Cycle{WorkDir: o.WorkDir || o.ExcludeVmemmap, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
 	if o.Out.Shape == Split {
 		c.Dumpfiles = len(o.Out.Paths)
 	}
@@ -133,7 +203,7 @@ func countPartial(o *Options, ev Events, maxMapnr uint64) bool {
 	}
 	one := c.OneCycle(maxMapnr)
 	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
-	return one
+	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
 }
 
 // physBase is the crashed kernel's phys_base: NUMBER(phys_base) from

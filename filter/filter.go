@@ -66,6 +66,9 @@ type Plan struct {
 	Excluded Counts
 	// Scanned tells whether struct pages were read.
 	Scanned bool
+	// VmemmapExcluded is the number of vmemmap pages -e left out
+	// (ExcludeVmemmap), as makedumpfile counts them.
+	VmemmapExcluded uint64
 
 	// Wall is how long NewPlan took and ProcessCPU the process's CPU time
 	// over it; ScanCPU is the scan workers' part of that, measured on
@@ -81,9 +84,9 @@ type Plan struct {
 // or nil when the vmcore has none (then only levels 0 and 1 are possible).
 // With a kernel, memory past its mem_map is not dumped, and struct pages
 // are scanned on workers goroutines whenever makedumpfile would scan them.
-// countPartial is how the 1st bitmap takes a PT_LOAD's partial last page
+// pp is how the bitmaps take the pages PT_LOADs hold in part
 // (source.Memory.Bitmaps; Cycle.OneCycle says what makedumpfile does).
-func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, workers int, countPartial bool) (*Plan, error) {
+func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, workers int, pp source.PartialPages) (*Plan, error) {
 	if k == nil && level.NeedsPageScan() {
 		return nil, fmt.Errorf("dump level %d needs the kernel's VMCOREINFO, which this vmcore lacks (makedumpfile: specify '-x' or '-i')", level)
 	}
@@ -92,7 +95,7 @@ func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, work
 	if k != nil {
 		p.MaxMapnr = min(p.MaxMapnr, k.MemMap.MaxPFN())
 	}
-	p.Present, p.Dumpable = in.Bitmaps(p.MaxMapnr, countPartial)
+	p.Present, p.Dumpable = in.Bitmaps(p.MaxMapnr, pp)
 	if k != nil && k.NeedsScan(level) {
 		counts, cpu, err := k.scan(ctx, level, p.Dumpable, workers)
 		if err != nil {

@@ -55,7 +55,7 @@ func TestScanMatchesTruth(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, workers := range []int{1, 3} {
-					plan, err := filter.NewPlan(context.Background(), v, level, k, workers, false)
+					plan, err := filter.NewPlan(context.Background(), v, level, k, workers, source.PartialPages{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -91,7 +91,7 @@ func TestScanMatchesMakedumpfile61(t *testing.T) {
 			}
 			defer d.Close()
 			defer os.Remove(out)
-			plan, err := filter.NewPlan(context.Background(), v, level, k, 2, false)
+			plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,7 +87,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, false)
+	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, source.PartialPages{})
 	if err != nil {
 		t.Fatal(err)
 	}

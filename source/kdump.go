@@ -182,7 +182,7 @@ func (d *Dump) Pfns() uint64 { return d.MaxMapnr }
 
 // Bitmaps returns copies of the dump's bitmaps, cut at maxMapnr: a dump
 // being refiltered keeps out what it already left out.
-func (d *Dump) Bitmaps(maxMapnr uint64, _ bool) (present, dumpable *bitmap.Bitmap) {
+func (d *Dump) Bitmaps(maxMapnr uint64, _ PartialPages) (present, dumpable *bitmap.Bitmap) {
 	present, dumpable = d.Present.Cut(maxMapnr), d.Dumpable.Cut(maxMapnr)
 	if d.Sub.Split != 0 { // a split part holds its own range only
 		dumpable.ClearRange(0, d.Sub.StartPFN64)

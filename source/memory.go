@@ -20,17 +20,35 @@ type Memory interface {
 	// Pfns returns one past the highest pfn of the machine.
 	Pfns() uint64
 	// Bitmaps returns the 1st bitmap (pfns present) and the 2nd as far as
-	// the input decides it (pfns with data), cut at maxMapnr. countPartial
-	// says whether a PT_LOAD's partial last page is present (makedumpfile's
-	// one-cycle builder) or not (its cyclic one); a dump's bitmaps are
-	// what they are.
-	Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap)
+	// the input decides it (pfns with data), cut at maxMapnr, taking the
+	// pages PT_LOADs hold in part as pp says; a dump's bitmaps are what
+	// they are.
+	Bitmaps(maxMapnr uint64, pp PartialPages) (present, dumpable *bitmap.Bitmap)
 	// ReadPhys reads physical memory; what the input does not hold reads
 	// as zeros. Safe for concurrent use.
 	ReadPhys(paddr uint64, p []byte) error
 	// NewReader returns a page reader for one worker.
 	NewReader(mapSize int, useMmap bool) Reader
 	Close() error
+}
+
+// PartialPages says how the bitmaps take a page that a PT_LOAD holds only
+// in part, as makedumpfile does in the mode it runs in and the release
+// pagepipe follows. kexec-tools' /proc/vmcore has such a page at the end of
+// low RAM (0x9fc00).
+type PartialPages struct {
+	// LastPresent: a PT_LOAD's partial last page is present.
+	// makedumpfile's one-cycle builder (create_1st_bitmap_file, with a
+	// bitmap file) counts it; its cyclic one (create_bitmap_from_memhole)
+	// rounds it down. filter.Cycle says which one runs.
+	LastPresent bool
+	// KeepData: the page holding p_paddr+p_filesz, when that is mid-page,
+	// keeps its bit in the 2nd bitmap, as makedumpfile 1.7.6 and later
+	// decide (exclude_nodata_pages rounds up since "Fix incorrect page
+	// exclusion in exclude_nodata_pages()"); 1.7.2 to 1.7.5 round down and
+	// leave it out. With LastPresent, a partial last page is then dumped,
+	// the bytes past the PT_LOAD reading as zeros.
+	KeepData bool
 }
 
 // Reader serves pages and physical ranges to one worker; the slices it

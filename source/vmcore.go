@@ -122,37 +122,38 @@ func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
 }
 
 // Bitmaps returns the 1st bitmap (pfns present in memory) and the start of
-// the 2nd (pfns with data in the file), exactly as makedumpfile 1.7.2 builds
+// the 2nd (pfns with data in the file), exactly as makedumpfile builds
 // them:
 //
 //   - both take each PT_LOAD's pfns from the page holding p_paddr up to
-//     the last whole page of p_paddr+p_memsz;
-//   - with countPartial the 1st bitmap also takes a segment's partial last
-//     page, as makedumpfile's one-cycle builder (create_1st_bitmap_file)
-//     does; its cyclic one (create_bitmap_from_memhole) rounds down.
-//     Which one it runs depends on the machine and the command line
-//     (filter.Cycle); kexec-tools' /proc/vmcore has such a page at the end
-//     of low RAM, 0x9fc00;
-//   - the 2nd bitmap leaves out the pages from the one holding
-//     p_paddr+p_filesz to the end of p_memsz, which have no data.
+//     the last whole page of p_paddr+p_memsz, and its partial last page
+//     with pp.LastPresent (makedumpfile's one-cycle builder, whose 2nd
+//     bitmap is a copy of the 1st);
+//   - then, PT_LOAD by PT_LOAD, the 2nd bitmap leaves out the pages from
+//     the one holding p_paddr+p_filesz (with pp.KeepData, from the next
+//     page boundary) to the end of p_memsz, which have no data. Before
+//     1.7.6 that takes out a partial last page even where p_filesz covers
+//     it, and even where another PT_LOAD holds it.
 //
 // maxMapnr (at most in.MaxMapnr) cuts both bitmaps: makedumpfile lowers it
 // to the end of the kernel's mem_map when it finds one.
-func (in *Info) Bitmaps(maxMapnr uint64, countPartial bool) (present, dumpable *bitmap.Bitmap) {
+func (in *Info) Bitmaps(maxMapnr uint64, pp PartialPages) (present, dumpable *bitmap.Bitmap) {
 	maxMapnr = min(maxMapnr, in.MaxMapnr)
 	present, dumpable = bitmap.New(maxMapnr), bitmap.New(maxMapnr)
 	for _, l := range in.Loads {
 		start, end := l.Paddr/PageSize, (l.Paddr+l.MemSize)/PageSize
-		dumpable.SetRange(start, end)
-		if countPartial && (l.Paddr+l.MemSize)%PageSize != 0 {
+		if pp.LastPresent && (l.Paddr+l.MemSize)%PageSize != 0 {
 			end++
 		}
 		present.SetRange(start, end)
+		dumpable.SetRange(start, end)
 	}
 	for _, l := range in.Loads {
-		if l.FileSize < l.MemSize {
-			dumpable.ClearRange((l.Paddr+l.FileSize)/PageSize, (l.Paddr+l.MemSize+PageSize-1)/PageSize)
+		from := (l.Paddr + l.FileSize) / PageSize
+		if pp.KeepData {
+			from = (l.Paddr + l.FileSize + PageSize - 1) / PageSize
 		}
+		dumpable.ClearRange(from, (l.Paddr+l.MemSize+PageSize-1)/PageSize)
 	}
 	return present, dumpable
 }

@@ -20,7 +20,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 				v, _ := openShape(t, shape)
 				r := v.NewReader(mapSize, true).(*PageReader)
 				defer r.Close()
-				_, dumpable := v.Bitmaps(v.MaxMapnr, false)
+				_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
 				want := make([]byte, PageSize)
 				for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
 					got, err := r.Page(pfn)

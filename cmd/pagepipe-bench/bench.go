@@ -202,7 +202,7 @@ func memoryBytes(vmcore string) (int64, error) {
 		return 0, fmt.Errorf("open vmcore: %w", err)
 	}
 	defer v.Close()
-	present, _ := v.Bitmaps(v.Pfns(), false)
+	present, _ := v.Bitmaps(v.Pfns(), source.PartialPages{})
 	return int64(present.Count(0, present.Len())) * source.PageSize, nil
 }
 

@@ -210,5 +210,11 @@ func (c *console) Notef(class dump.Class, format string, a ...any) {
 		c.debug(format, a...)
 	case dump.Report:
 		c.report(format, a...)
+	case dump.Progress:
+		if c.level&mlProgress != 0 {
+			fmt.Fprintf(c.stderr, format, a...)
+		}
+	case dump.Error:
+		c.errorf(format, a...)
 	}
 }

@@ -234,6 +234,9 @@ func noteNoops(c *console, o *options) {
 	if o.nonMmap {
 		c.debug("--non-mmap: reading the vmcore with pread\n")
 	}
+	if o.excludeVmemmap && o.workDir == "" {
+		c.debug("-e without --work-dir (makedumpfile requires it): the bitmaps are built as makedumpfile builds them with it, in one cycle\n")
+	}
 }
 
 // joinNames lists names as makedumpfile does: "A, B, and C".
@@ -280,6 +283,8 @@ Options (makedumpfile's):
   -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)
   --lz4              compress with lz4 (pagepipe extension; convert before sharing)
   -d DUMP_LEVEL      exclude pages: 1 zero, 2 cache, 4 private cache, 8 user, 16 free (sum them)
+  -e                 also exclude the vmemmap pages that describe only excluded pages (x86_64;
+                     makedumpfile needs --work-dir with it, pagepipe does not)
   -f                 overwrite an existing DUMPFILE
   --num-threads N    workers for reading and compressing (default: every usable CPU)
   --map-size KIB     mmap window over the vmcore (default 4096)

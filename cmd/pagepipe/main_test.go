@@ -109,7 +109,7 @@ func expected(t *testing.T, vmcore string, s synth.Spec) judge.Pages {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	_, dumpable := v.Bitmaps(v.MaxMapnr, false)
+	_, dumpable := v.Bitmaps(v.MaxMapnr, source.PartialPages{})
 	want := judge.Pages{}
 	buf := make([]byte, source.PageSize)
 	for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {

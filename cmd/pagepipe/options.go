@@ -39,6 +39,7 @@ type options struct {
 	blockOrder     int
 	cyclicBufferKB int
 	workDir        string
+	excludeVmemmap bool // -e
 	debug          bool
 	showStats      bool
 	dryRun         bool
@@ -50,6 +51,7 @@ type options struct {
 	rearrange      bool
 	partialDmesg   bool
 	dmesgFormat    string // --dmesg-format: "1.7.5" (caller id column) or "1.7.2"
+	partialPages   string // --partial-pages: "1.7.2" or "1.7.6"
 	args           []string
 }
 
@@ -71,6 +73,25 @@ func dmesgFormatDefault() string {
 		return f
 	}
 	return dmesgCallerID
+}
+
+// The rules for a page a PT_LOAD holds in part, named after the
+// makedumpfile release that brought them (source.PartialPages): 1.7.6
+// dumps kexec-tools' partial page at the end of low RAM (0x9fc00) when it
+// builds its bitmaps in one cycle, 1.7.2 leaves it out. Debian 12 runs
+// 1.7.2; Debian 13, sid and Fedora run 1.7.6 or later. As with the dmesg
+// format, the environment can choose for distribution scripts.
+const (
+	partialPagesClassic = "1.7.2"
+	partialPagesKeep    = "1.7.6"
+	partialPagesEnv     = "PAGEPIPE_PARTIAL_PAGES"
+)
+
+func partialPagesDefault() string {
+	if f := os.Getenv(partialPagesEnv); f != "" {
+		return f
+	}
+	return partialPagesClassic
 }
 
 // compressFlag is -c/-l/-p/-z/--lz4: each sets the codec when it is seen,
@@ -169,6 +190,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
 	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
 	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
+	fs.StringVar(&o.partialPages, "partial-pages", partialPagesDefault(), "a page that a PT_LOAD of VMCORE holds in part as makedumpfile 1.7.2 takes it (1.7.2) or as 1.7.6 and later do (1.7.6: kept, and dumped when the bitmaps are built in one cycle); default $"+partialPagesEnv+" or 1.7.2")
 	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
 	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
@@ -178,12 +200,12 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
 	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe keeps its bitmaps in memory, at most 2 bits per page)")
 	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe keeps its bitmaps in memory)")
+	fs.BoolVarP(&o.excludeVmemmap, "exclude-vmemmap", "e", false, "exclude the vmemmap pages that describe only excluded pages (x86_64; makedumpfile needs --work-dir for it, pagepipe does not)")
 	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
 	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "do everything but write the dump")
 	// Refused with a clear message: features pagepipe does not have.
 	for _, u := range []struct{ long, short, usage string }{
-		{"exclude-vmemmap", "e", "exclude unused vmemmap pages"},
 		{"vmlinux", "x", "read the kernel's layout from a debug vmlinux"},
 		{"generate-vmcoreinfo", "g", "write a VMCOREINFO file from a vmlinux"},
 		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
@@ -198,7 +220,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	} {
 		f := fs.VarPF(unsupportedFlag{o, u.long, u.short, u.usage}, u.long, u.short, u.usage)
 		f.Hidden = true
-		if u.long == "exclude-vmemmap" || u.long == "exclude-xen-dom" || u.long == "mem-usage" {
+		if u.long == "exclude-xen-dom" || u.long == "mem-usage" {
 			f.NoOptDefVal = "true"
 		}
 	}
@@ -265,6 +287,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
 		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
 	}
+	if o.partialPages != partialPagesClassic && o.partialPages != partialPagesKeep {
+		return o, fmt.Errorf("%w: --partial-pages %q: want %s or %s", errUsage, o.partialPages, partialPagesClassic, partialPagesKeep)
+	}
 	if o.debug {
 		o.msgLevel |= 8
 	}
@@ -303,6 +328,8 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		ZeroUnreadable:  o.zeroUnreadable,
 		WorkDir:         o.workDir != "",
 		CyclicBufferKiB: o.cyclicBufferKB,
+		ExcludeVmemmap:  o.excludeVmemmap,
+		KeepPartialData: o.partialPages == partialPagesKeep,
 		Program:         progName,
 		Out: dump.Output{
 			Force:         o.force,

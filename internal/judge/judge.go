@@ -140,9 +140,16 @@ func lastLines(s string, n int) string {
 // it fails; it returns its combined output.
 func Makedumpfile(tb testing.TB, args ...string) string {
 	tb.Helper()
-	out, err := exec.Command("makedumpfile", args...).CombinedOutput()
+	return MakedumpfileBy(tb, "makedumpfile", args...)
+}
+
+// MakedumpfileBy is Makedumpfile with another build of it, prog (a
+// fixture.Peer, say).
+func MakedumpfileBy(tb testing.TB, prog string, args ...string) string {
+	tb.Helper()
+	out, err := exec.Command(prog, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("makedumpfile %s: %v\n%s", strings.Join(args, " "), err, lastLines(string(out), 10))
+		tb.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, lastLines(string(out), 10))
 	}
 	return string(out)
 }

@@ -306,12 +306,16 @@ func Page(s Spec, pfn uint64, buf []byte) {
 	b := buf[:PageSize]
 	if s.Kernel != nil {
 		if k, err := kernelOf(&s); err == nil {
-			if !k.inRAM(pfn, pfn+1) {
+			n := k.partialPage(pfn)
+			if n == 0 && !k.inRAM(pfn, pfn+1) {
 				clear(b)
 				return
 			}
 			p := k.newPager(&s)
 			p.fill(b, pfn, p.kind(pfn))
+			if n != 0 {
+				clear(b[n:])
+			}
 			return
 		}
 	}

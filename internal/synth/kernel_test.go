@@ -543,7 +543,7 @@ func TestTruthFile(t *testing.T) {
 func TestKernelSpecValidate(t *testing.T) {
 	bad := map[string]func(*Spec){
 		"profile":    func(s *Spec) { s.Kernel.Profile = "2.6" },
-		"unaligned":  func(s *Spec) { s.Segments[1].FileSize -= 100; s.Segments[1].MemSize -= 100 },
+		"unaligned":  func(s *Spec) { s.Segments[1].Paddr += 100 },
 		"memsz-tail": func(s *Spec) { s.Segments[1].MemSize += PageSize },
 		"used":       func(s *Spec) { s.Kernel.Used = 2 },
 		"unaccepted": func(s *Spec) { s.Kernel.Unaccepted = true },

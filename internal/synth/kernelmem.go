@@ -50,6 +50,13 @@ type KernelSpec struct {
 	// struct page batches and eight mem_sections, which is where range
 	// exclusion goes wrong if anywhere.
 	Gigantic int
+	// FreedInit gives the kernel image's init sections back to the page
+	// allocator after boot, as the kernel does ("Freeing unused kernel
+	// image (initmem) memory"): a range in the image's second half, left
+	// of the data tools read, is ordinary memory (free or in use) rather
+	// than reserved. kexec-tools' kernel-text PT_LOAD covers it, so the
+	// page scan excludes pages of that PT_LOAD too.
+	FreedInit bool
 	// Unaccepted adds order-10 blocks of unaccepted memory
 	// (PGTY_unaccepted, exported as PAGE_UNACCEPTED_MAPCOUNT_VALUE as 6.16+
 	// kernels do). 6.12 profile only.
@@ -125,6 +132,7 @@ type kmem struct {
 	unaccepted bool
 
 	ram      []pfnRange // merged RAM
+	partial  []uint64   // ends of the segments that end mid-page (that page is no RAM)
 	endPFN   uint64     // one past the highest RAM pfn
 	nsec     uint64     // sections up to endPFN
 	present  []bool     // per section: holds some RAM
@@ -276,15 +284,21 @@ func isZeroPage(b []byte) bool {
 }
 
 // ramFromSegments merges the segments into RAM ranges. Kernel machines
-// need page-aligned segments with data for all of memory, as /proc/vmcore
-// gives: a struct page describes a whole page.
+// need segments that start on a page and have data for all of memory, as
+// /proc/vmcore gives. A segment may end mid-page, as kexec-tools' low RAM
+// does at 0x9fc00 (the end of e820's first usable range): the kernel
+// rounds such a range down to whole pages, so that page is no RAM here
+// (a Hole), and the file holds its bytes up to the end as /proc/vmcore does.
 func (k *kmem) ramFromSegments() error {
 	var r []pfnRange
 	for i, g := range k.segs {
-		if g.Paddr%PageSize != 0 || g.FileSize%PageSize != 0 || g.MemSize != g.FileSize {
-			return fmt.Errorf("synth: kernel machine segment %d is not whole pages with data", i)
+		if g.Paddr%PageSize != 0 || g.MemSize != g.FileSize {
+			return fmt.Errorf("synth: kernel machine segment %d does not start on a page with data to its end", i)
 		}
-		if g.FileSize == 0 {
+		if g.End()%PageSize != 0 {
+			k.partial = append(k.partial, g.End())
+		}
+		if g.End()/PageSize == g.Paddr/PageSize {
 			continue
 		}
 		r = append(r, pfnRange{g.Paddr / PageSize, g.End() / PageSize})
@@ -315,6 +329,17 @@ func (k *kmem) ramFromSegments() error {
 		}
 	}
 	return nil
+}
+
+// partialPage returns how many bytes of page pfn a segment ending mid-page
+// holds, or 0.
+func (k *kmem) partialPage(pfn uint64) uint64 {
+	for _, end := range k.partial {
+		if end/PageSize == pfn {
+			return end % PageSize
+		}
+	}
+	return 0
 }
 
 func (k *kmem) ramPages() uint64 {
@@ -353,15 +378,18 @@ func (k *kmem) virtualLayout() {
 }
 
 // imageSize is the kernel image size (text, data and bss) for the machine:
-// Debian's 6.1 image is 54 MiB; small machines get a smaller one.
+// Debian's 6.1 image is 54 MiB; small machines get a smaller one (the
+// capture-kernel shapes of KexecMachine, a few tens of MiB, 4 MiB).
 func (k *kmem) imageSize() uint64 {
 	switch mib := k.ramPages() / 256; {
 	case mib >= 512:
 		return 32 << 20
 	case mib >= 128:
 		return 16 << 20
+	case mib >= 48:
+		return 8 << 20
 	}
-	return 8 << 20
+	return 4 << 20
 }
 
 // place puts the kernel image and the boot allocations in physical memory:
@@ -496,12 +524,25 @@ func (k *kmem) paintStatuses() {
 		}
 	}
 	r = paint(r, k.imgLo, k.imgHi, stReserved)
+	if k.ks.FreedInit {
+		lo, hi := k.initRange()
+		r = paint(r, lo, hi, stAvail)
+	}
 	r = paint(r, k.mbLo, k.mbHi, stReserved)
 	r = paint(r, k.vmLo, k.vmEnd(), stReserved)
 	for _, g := range k.gig {
 		r = paint(r, g, g+gigPages, stGigantic)
 	}
 	k.statuses = r
+}
+
+// initRange is the image's init sections, freed with FreedInit: between
+// the data that tools read (page tables and globals at 5/8, vmap_area_list
+// at 0.70) and the bss (clear_seq and log indices at 0.90), widened to
+// whole 64 KiB.
+func (k *kmem) initRange() (lo, hi uint64) {
+	n := k.imgHi - k.imgLo
+	return (k.imgLo + n*72/100 + 15) &^ 15, (k.imgLo + n*89/100) &^ 15
 }
 
 // paint sets [lo, hi) to st in a sorted, gapless list of ranges.

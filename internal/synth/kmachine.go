@@ -53,6 +53,34 @@ func NewKernelMachine(ks KernelSpec, sizeMiB int) Spec {
 	return s
 }
 
+// KexecMachine returns a small kernel machine (the 6.1 era, KASLR on, as
+// Debian 12) whose file is /proc/vmcore as kexec-tools lays it out in a
+// capture kernel, with max_mapnr ≡ residue mod 4: the kernel-text PT_LOAD
+// first (aliasing the image's RAM, whose freed init sections the page
+// scan may exclude: KernelSpec.FreedInit), low RAM [0x1000, 0x9fc00) ending
+// mid-page, RAM from 1 MiB to 24 MiB, none over the crashkernel
+// reservation [24 MiB, 28 MiB), and RAM from 28 MiB to 32 MiB plus
+// residue pages. The kernel describes the reservation's pages (it is its
+// RAM), but no PT_LOAD holds them; here they are no RAM at all, which
+// makes no difference to the vmcore: tools look at struct pages only for
+// pfns a PT_LOAD holds.
+//
+// Why: makedumpfile counts a PT_LOAD's partial last page or not depending
+// on how it builds its bitmaps, which depends on max_mapnr mod 4 (see
+// filter.Cycle); with struct pages the page scan runs too (-d 31), and
+// every dump level can be compared with makedumpfile's on the layout that
+// users' capture kernels have. Each residue has its own seed.
+func KexecMachine(residue uint64) Spec {
+	s := NewKernelMachine(KernelSpec{Profile: "6.1", KASLR: true, FreedInit: true}, 64)
+	s.Segments = []Segment{
+		ram(0x1000, 0x9fc00-0x1000),
+		ram(1*mib, 23*mib),
+		ram(28*mib, 4*mib+residue%4*PageSize),
+	}
+	s.Seed = DefaultSeed + 0x6b6578656300 + residue%4 // "kexec"
+	return s
+}
+
 // FileSegments returns the PT_LOADs the file of s has. For a plain spec
 // they are its Segments. For a kernel machine the Segments are the RAM,
 // and the file is shaped as kexec-tools makes /proc/vmcore: a kernel-text
@@ -142,6 +170,11 @@ func (p *kpager) kind(pfn uint64) Kind {
 	k := p.k
 	if pfn >= k.vmLo && pfn < k.vmEnd() {
 		return kindStruct
+	}
+	if k.partialPage(pfn) != 0 {
+		// What firmware left in the rest of a partial page: never
+		// zero, so that a dump which takes the page shows it.
+		return Repetitive
 	}
 	if pfn >= k.imgLo && pfn < k.imgHi || pfn >= k.mbLo && pfn < k.mbHi {
 		if _, ok := k.small[pfn]; ok {
