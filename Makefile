@@ -11,7 +11,7 @@ FUZZTIME ?= 20s
 # the worker's, which scripts/fuzz.sh checks.
 FUZZPARALLEL ?= 1
 
-.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling install deps fixtures lint fuzz fuzz-corpus clean
+.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling bench-serial install deps fixtures lint fuzz fuzz-corpus clean
 
 # Both static: bin/pagepipe is what a capture kernel's initramfs carries,
 # bin/pagepipe-bench (the bench, gen-vmcore) stays on the developer's side.
@@ -64,6 +64,12 @@ bench-scaling: build deps
 		--out docs/scaling/real "$$(fixtures/make-vmcore.sh | tail -n 1)/vmcore"
 	./$(BENCHBIN) --gen-size 4096 --profile 6.1 --work-dir $(BENCH_TMP)/pagepipe-bench --workers 1,2,4,8 --cpus 1 \
 		--codec c --dump-level 31 --runs 9 --out docs/scaling/gen4g
+
+# The serial path on one CPU (docs/scaling.md, study 3): the real 4 GiB
+# fixture at -d 31 with -l, -c and -z against sid's makedumpfile 1.7.8.
+bench-serial: build deps
+	./$(BENCHBIN) --vs "$$(fixtures/peer.sh makedumpfile-sid | tail -n 1)" --workers 1 --cpus 1 --codec l,c,z \
+		--dump-level 31 --runs 5 --out docs/scaling/issue16 "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore"
 
 # Peak RSS on generated machines of 1 to 64 GiB.
 bench-rss: build

@@ -181,6 +181,13 @@ func TestModel(t *testing.T) {
 			t.Errorf("%d workers on %v cores: %v %s, want %v %s", tc.workers, tc.cores, w, b, tc.wall, tc.bound)
 		}
 	}
+	// A fifth of the CPU is serial: Amdahl's 4x at 16 workers, 1/(0.2+0.8/64) at 64.
+	if f := md.SerialFraction(); math.Abs(f-0.2) > 1e-9 {
+		t.Errorf("serial fraction %v, want 0.2", f)
+	}
+	if s16, s64 := md.SpeedUp(16), md.SpeedUp(64); math.Abs(s16-4) > 1e-9 || math.Abs(s64-1/(0.2+0.8/64)) > 1e-9 {
+		t.Errorf("speed-ups %v at 16, %v at 64", s16, s64)
+	}
 	// The I/O ceiling: the source gives 1 GB in 0.5 s at best.
 	md.Serial = 0.1
 	if w, b := md.Wall(64, 64); w != 0.5 || b != "io" {
@@ -269,6 +276,8 @@ func TestTablesShapes(t *testing.T) {
 		`(?m)^\[model\]`,
 		`This is a model, not a measurement`,
 		`(?m)^\s*64\s+\d+\s+\d+\s+cpu\s*$`,
+		`(?m)^\[serial\].*\n\s*codec\s+level\s+CPUs\s+wall ratio\s+CPU ratio\s+serial \(CPU s\)\s+serial fraction\s+model 16\s+model 64`,
+		`(?m)^\s*-c\s+31\s+0\s+0\.33\s+\S+\s+[0-9.]+\s+[0-9.]+ %\s+[0-9.]+x\s+[0-9.]+x\s+cpu\s*$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no match for %s in:\n%s", re, out)
@@ -322,5 +331,23 @@ func TestWriteAll(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
 		t.Errorf("plot %v", b)
+	}
+}
+
+// A study of one worker count, with stages at 0 (no ordered writes), still
+// gets its plots: the log worker axis once panicked on a single point.
+func TestWriteAllOneWorkerCount(t *testing.T) {
+	s := &Study{Command: "pagepipe bench test", Vmcore: "/x/vmcore", BytesIn: 1 << 30, UsableCPUs: "0",
+		Machine: Machine{ReadRate: 5e9, WriteRate: 2e9, Capacity: map[string]float64{"0": 1}}}
+	for round := 1; round <= 3; round++ {
+		r := fakeRun(1, []int{0}, 1, 0.3, 2, round)
+		r.Stages.Write = 0
+		s.Runs = append(s.Runs, r)
+	}
+	if err := s.Analyze(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteAll(t.TempDir(), s); err != nil {
+		t.Fatal(err)
 	}
 }

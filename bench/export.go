@@ -16,7 +16,7 @@ var CSVHeader = []string{
 	"program", "workers", "cpus", "ncpus", "map_size_kb", "codec", "dump_level", "runs",
 	"wall_s", "wall_min_s", "wall_max_s", "filter_wall_s", "copy_wall_s",
 	"cpu_s", "user_s", "sys_s",
-	"read_cpu_s", "filter_cpu_s", "compress_cpu_s", "reorder_cpu_s", "write_cpu_s", "other_cpu_s",
+	"read_cpu_s", "filter_cpu_s", "compress_cpu_s", "reorder_cpu_s", "write_cpu_s", "store_cpu_s", "other_cpu_s",
 	"throughput_mbps", "model_mbps", "max_rss_kib", "bytes_in", "bytes_out",
 }
 
@@ -41,7 +41,7 @@ func WriteCSV(w io.Writer, s *Study) error {
 			x.Program, strconv.Itoa(x.Workers), x.CPUList(), strconv.Itoa(len(x.CPUs)), ms, x.Codec, strconv.Itoa(x.Level), strconv.Itoa(x.Runs),
 			f(x.Wall.Median), f(x.Wall.Min), f(x.Wall.Max), f(x.FilterWall.Median), f(x.CopyWall.Median),
 			f(x.CPU.Median), f(x.User.Median), f(x.Sys.Median),
-			f(st.Read), f(st.Filter), f(st.Compress), f(st.Reorder), f(st.Write), f(st.Other),
+			f(st.Read), f(st.Filter), f(st.Compress), f(st.Reorder), f(st.Write), f(st.Store), f(st.Other),
 			f(x.Throughput.Median), model, strconv.FormatInt(int64(x.MaxRSSKiB.Median), 10),
 			strconv.FormatInt(x.BytesIn, 10), strconv.FormatInt(x.BytesOut, 10),
 		}); err != nil {

@@ -19,8 +19,9 @@ type Machine struct {
 }
 
 // Model is Amdahl's law with an I/O ceiling, over one job's measured CPU
-// costs. The parallel part (the copy workers' reads and compression, the
-// filter's scan workers) is shared among min(workers, cores) cores; the
+// costs. The parallel part (the copy workers' reads, compression and
+// stores, the filter's scan workers) is shared among min(workers, cores)
+// cores; the
 // serial part (reorder, writer, the filter's bitmaps and spills, setup and
 // the runtime) is not:
 //
@@ -60,7 +61,7 @@ func Fit(sums []Summary, m Machine) (Model, error) {
 			return Model{}, fmt.Errorf("model: %q and %q are different series", md.Series, s.Series())
 		}
 		st := s.Stages
-		md.Parallel += st.Read + st.Compress + s.ScanCPU
+		md.Parallel += st.Read + st.Compress + st.Store + s.ScanCPU
 		md.Serial += st.Reorder + st.Write + (st.Filter - s.ScanCPU) + st.Other
 		md.FitWorkers = append(md.FitWorkers, s.Workers)
 		md.BytesIn, md.BytesRead, md.BytesOut = s.BytesIn, s.BytesRead, s.BytesOut
@@ -82,6 +83,22 @@ func (md Model) Wall(workers int, cores float64) (float64, string) {
 		return io, "io"
 	}
 	return cpu, "cpu"
+}
+
+// SerialFraction is the serial part of the job's CPU time.
+func (md Model) SerialFraction() float64 {
+	if t := md.Serial + md.Parallel; t > 0 {
+		return md.Serial / t
+	}
+	return 0
+}
+
+// SpeedUp is the predicted throughput of n workers, a core each, over one
+// worker's on one core.
+func (md Model) SpeedUp(n int) float64 {
+	w1, _ := md.Wall(1, 1)
+	wn, _ := md.Wall(n, float64(n))
+	return w1 / wn
 }
 
 // Throughput is the predicted memory MB per wall second.

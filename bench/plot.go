@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -61,6 +62,10 @@ func workerAxis(p *plot.Plot, ws []int) {
 		ticks = append(ticks, plot.Tick{Value: float64(w), Label: strconv.Itoa(w)})
 	}
 	p.X.Tick.Marker = ticks
+	// A log axis needs a range above 0, also for one worker count.
+	if len(ws) > 0 {
+		p.X.Min, p.X.Max = float64(slices.Min(ws))/1.25, float64(slices.Max(ws))*1.25
+	}
 }
 
 func throughputPlot(s *Study) (*plot.Plot, error) {

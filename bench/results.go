@@ -13,10 +13,16 @@ type Stages struct {
 	Filter float64 `json:"filter"`
 	// Compress: the copy workers' user time (zero check, codec).
 	Compress float64 `json:"compress"`
-	// Reorder: the producer and the writer's waits for the next chunk.
+	// Reorder: the copy pass's serial sections (cutting chunks, handing
+	// them on in order, their places).
 	Reorder float64 `json:"reorder"`
-	// Write: the writer's descriptors, buffers and writes.
+	// Write: an ordered writer's descriptors, buffers and writes (a
+	// flattened stream, ELF, split files): serial.
 	Write float64 `json:"write"`
+	// Store: a kdump file's writes, done by the workers at the places
+	// handed out in order: parallel work, which the kernel serializes per
+	// file (the model's I/O ceiling bounds it).
+	Store float64 `json:"store"`
 	// Other: the rest of the process's CPU time: opening the vmcore, the
 	// page-table walk, the Go runtime during the copy, the report, exit.
 	Other float64 `json:"other"`
@@ -24,11 +30,11 @@ type Stages struct {
 
 // StageNames are the stages in pipeline order, as the tables and plots list
 // them.
-var StageNames = []string{"read", "filter", "compress", "reorder", "write", "other"}
+var StageNames = []string{"read", "filter", "compress", "reorder", "write", "store", "other"}
 
 // Values are the stages in the order of StageNames.
 func (s Stages) Values() []float64 {
-	return []float64{s.Read, s.Filter, s.Compress, s.Reorder, s.Write, s.Other}
+	return []float64{s.Read, s.Filter, s.Compress, s.Reorder, s.Write, s.Store, s.Other}
 }
 
 // Run is one measured run. Times are seconds.
@@ -153,7 +159,7 @@ func Summarize(runs []Run) []Summary {
 			CopyWall:   col(func(r Run) float64 { return r.CopyWall }),
 			MaxRSSKiB:  col(func(r Run) float64 { return float64(r.MaxRSSKiB) }),
 			Throughput: col(Run.Throughput),
-			Stages:     Stages{stage(0), stage(1), stage(2), stage(3), stage(4), stage(5)},
+			Stages:     Stages{stage(0), stage(1), stage(2), stage(3), stage(4), stage(5), stage(6)},
 			ScanCPU:    col(func(r Run) float64 { return r.ScanCPU }).Median,
 			BytesIn:    last.BytesIn,
 			BytesOut:   last.BytesOut,

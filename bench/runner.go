@@ -167,10 +167,11 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 		Compress: cs.CompressCPU,
 		Reorder:  cs.ReorderCPU,
 		Write:    cs.WriteCPU,
+		Store:    cs.StoreCPU,
 	}
 	// Whatever the stages do not account for: setup, the runtime during
 	// the copy (garbage collection, scheduling), the report, exit.
-	run.Stages.Other = run.CPU() - run.Stages.Filter - run.Stages.Read - run.Stages.Compress - run.Stages.Reorder - run.Stages.Write
+	run.Stages.Other = run.CPU() - run.Stages.Filter - run.Stages.Read - run.Stages.Compress - run.Stages.Reorder - run.Stages.Write - run.Stages.Store
 	return run, nil
 }
 

@@ -38,6 +38,7 @@ func WriteTables(w io.Writer, s *Study) error {
 	table001(p, s)
 	table003(p, s)
 	tableModel(p, s)
+	tableSerial(p, s)
 	return p.err
 }
 
@@ -191,7 +192,7 @@ func tableModel(p *printer, s *Study) {
 			}
 			return fmt.Sprintf("%.0f ns/page", v/float64(md.Dumped)*1e9)
 		}
-		p.f("\n[model] %s, fitted on the %s-worker runs: parallel %.3f CPU s (read, compress, filter scan; %s dumped), serial %.3f CPU s (reorder, write, filter bitmaps, setup, runtime; %s); I/O ceiling %s MB/s; CPUs %s give %.2f cores.\n",
+		p.f("\n[model] %s, fitted on the %s-worker runs: parallel %.3f CPU s (read, compress, store, filter scan; %s dumped), serial %.3f CPU s (reorder, write, filter bitmaps, setup, runtime; %s); I/O ceiling %s MB/s; CPUs %s give %.2f cores.\n",
 			md.Series, JoinInts(md.FitWorkers), md.Parallel, perPage(md.Parallel), md.Serial, perPage(md.Serial), rate(md.Ceiling()), c.CPUs, c.Capacity)
 		p.f("wall(N) = max(serial + parallel/min(N, cores), I/O); MB of memory per wall second. This is a model, not a measurement.\n")
 		rows := [][]string{{"workers", "model, CPUs " + c.CPUs, "model, a core per worker", "bound"}}
@@ -213,6 +214,44 @@ func tableModel(p *printer, s *Study) {
 		}
 		p.table(rows)
 	}
+}
+
+// tableSerial is the summary per codec: on the series' CPUs with one
+// worker, pagepipe's wall and CPU time over makedumpfile's (when the study
+// ran it), the serial fraction of pagepipe's CPU time and what the model
+// predicts at 16 and 64 workers on a machine with a core per worker.
+func tableSerial(p *printer, s *Study) {
+	if len(s.Curves) == 0 {
+		return
+	}
+	p.f("\n[serial] per series: pagepipe / makedumpfile at 1 worker on the same CPUs (wall and CPU seconds, medians), the serial fraction of pagepipe's CPU (model), the model's speed-up over 1 worker at 16 and 64 workers with a core per worker. The speed-ups are a model, not a measurement.\n")
+	rows := [][]string{{"codec", "level", "CPUs", "wall ratio", "CPU ratio", "serial (CPU s)", "serial fraction", "model 16", "model 64", "bound at 64"}}
+	for _, c := range s.Curves {
+		md := c.Model
+		var pp, mdf *Summary
+		for i, x := range s.Summaries {
+			if x.Program == Pagepipe && x.Series() == md.Series && x.Workers == 1 {
+				pp = &s.Summaries[i]
+			}
+		}
+		if pp == nil {
+			continue // no 1-worker run to compare or to name the series
+		}
+		for i, x := range s.Summaries {
+			if x.Program == Makedumpfile && x.Workers == 1 && x.CPUList() == c.CPUs && x.Codec == pp.Codec && x.Level == pp.Level {
+				mdf = &s.Summaries[i]
+			}
+		}
+		wall, cpu := "-", "-"
+		if mdf != nil {
+			wall = fmt.Sprintf("%.2f", pp.Wall.Median/mdf.Wall.Median)
+			cpu = fmt.Sprintf("%.2f", pp.CPU.Median/mdf.CPU.Median)
+		}
+		_, bound := md.Wall(64, 64)
+		rows = append(rows, []string{codecFlag(pp.Codec), strconv.Itoa(pp.Level), c.CPUs, wall, cpu, sec(md.Serial),
+			fmt.Sprintf("%.1f %%", 100*md.SerialFraction()), fmt.Sprintf("%.1fx", md.SpeedUp(16)), fmt.Sprintf("%.1fx", md.SpeedUp(64)), bound})
+	}
+	p.table(rows)
 }
 
 // JoinInts writes v comma-separated.

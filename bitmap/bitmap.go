@@ -208,6 +208,54 @@ func (m *Bitmap) Ones() iter.Seq[uint64] {
 	}
 }
 
+// Cursor walks the set pfns in order, a word at a time: what a copy pass
+// cuts into chunks (pipeline.Pfns). Not safe for concurrent use.
+type Cursor struct {
+	m   *Bitmap
+	pfn uint64 // the next pfn to look at
+}
+
+// Cursor returns a cursor at the first pfn.
+func (m *Bitmap) Cursor() *Cursor { return &Cursor{m: m} }
+
+// Next appends the next set pfns to dst, as many as its capacity takes,
+// and returns it; none appended: no set pfn is left. A word of 64 pfns
+// costs one load and a trailing-zero count per set pfn; a block with no
+// pfn set, one test.
+func (c *Cursor) Next(dst []uint64) []uint64 {
+	m := c.m
+	for len(dst) < cap(dst) && c.pfn < m.n {
+		i := c.pfn / blockBits
+		start := i * blockBits
+		end := min(start+blockBits, m.n)
+		switch b := m.blocks[i]; b {
+		case nil:
+			c.pfn = end
+		case full:
+			for ; c.pfn < end && len(dst) < cap(dst); c.pfn++ {
+				dst = append(dst, c.pfn)
+			}
+		default:
+			// Bits past Len are clear, so every set bit is a pfn below it.
+			for w := (c.pfn - start) / 64; w < blockWords; w++ {
+				base := start + w*64
+				cur := b[w] >> (c.pfn - base) << (c.pfn - base)
+				for cur != 0 {
+					if len(dst) == cap(dst) {
+						c.pfn = base + uint64(bits.TrailingZeros64(cur))
+						return dst
+					}
+					dst = append(dst, base+uint64(bits.TrailingZeros64(cur)))
+					cur &= cur - 1
+				}
+				c.pfn = base + 64
+			}
+			c.pfn = min(c.pfn, end)
+		}
+	}
+	return dst
+}
+
 // Clone returns an independent copy.
 func (m *Bitmap) Clone() *Bitmap { return m.Cut(m.n) }
 

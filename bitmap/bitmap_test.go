@@ -2,6 +2,7 @@ package bitmap
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -60,6 +61,27 @@ func TestBitmapAgainstModel(t *testing.T) {
 		for p := range n {
 			if m.Test(p) != want[p] {
 				t.Fatalf("n=%d Test(%d) = %v", n, p, !want[p])
+			}
+		}
+		// The cursor yields the set pfns in order whatever the chunk size,
+		// a chunk stopping inside a word or a block.
+		var ones []uint64
+		for p := range n {
+			if want[p] {
+				ones = append(ones, p)
+			}
+		}
+		for _, size := range []int{1, 3, 64, 256, 40000} {
+			cur, got := m.Cursor(), []uint64{}
+			for {
+				chunk := cur.Next(make([]uint64, 0, size))
+				if len(chunk) == 0 {
+					break
+				}
+				got = append(got, chunk...)
+			}
+			if !slices.Equal(got, ones) {
+				t.Fatalf("n=%d cursor in chunks of %d: %d pfns, want %d", n, size, len(got), len(ones))
 			}
 		}
 		// Copies are independent, cut where asked, and And intersects.

@@ -235,6 +235,7 @@ func (r Result) Stats() Stats {
 		CompressCPU: sec(s.CPU.Compress),
 		ReorderCPU:  sec(s.CPU.Reorder),
 		WriteCPU:    sec(s.CPU.Write),
+		StoreCPU:    sec(s.CPU.Store),
 	}
 }
 

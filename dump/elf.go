@@ -3,7 +3,6 @@ package dump
 import (
 	"context"
 	"fmt"
-	"iter"
 	"time"
 
 	"pagepipe/bitmap"
@@ -37,7 +36,7 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 		const label = "Excluding zero pages"
 		start := time.Now()
 		z := &zeroMarker{keep: keep}
-		cfg := j.pipelineConfig(scan.Ones(), scanned, z, j.ev.Begin(label, scanned))
+		cfg := j.pipelineConfig(scan.Cursor(), scanned, z, j.ev.Begin(label, scanned))
 		cfg.ExcludeZero = true
 		if _, err := pipeline.Run(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
@@ -96,21 +95,32 @@ func (e *elfFile) open(outs []sink.Output) (shape, error) {
 }
 
 // pages are the pages of the layout's page runs, in file order.
-func (e *elfFile) pages() (iter.Seq[uint64], uint64, bool) {
+func (e *elfFile) pages() (pipeline.Pfns, uint64, bool) {
 	runs := e.l.PageRuns()
 	var total uint64
 	for _, r := range runs {
 		total += r.Pages
 	}
-	return func(yield func(uint64) bool) {
-		for _, r := range runs {
-			for pfn := r.Pfn; pfn < r.Pfn+r.Pages; pfn++ {
-				if !yield(pfn) {
-					return
-				}
-			}
+	return &runCursor{runs: runs}, total, true
+}
+
+// runCursor hands out the pfns of page runs in order.
+type runCursor struct {
+	runs []sink.ELFPageRun
+	done uint64 // pages of runs[0] handed out
+}
+
+func (c *runCursor) Next(dst []uint64) []uint64 {
+	for len(dst) < cap(dst) && len(c.runs) > 0 {
+		r := c.runs[0]
+		for ; c.done < r.Pages && len(dst) < cap(dst); c.done++ {
+			dst = append(dst, r.Pfn+c.done)
 		}
-	}, total, true
+		if c.done == r.Pages {
+			c.runs, c.done = c.runs[1:], 0
+		}
+	}
+	return dst
 }
 
 func (e *elfFile) report(r *Result) {

@@ -3,10 +3,10 @@ package dump
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"path/filepath"
 
+	"pagepipe/pipeline"
 	"pagepipe/sink"
 )
 
@@ -62,8 +62,8 @@ func (l *splitFiles) open(outs []sink.Output) (shape, error) {
 	return splitShape{s}, nil
 }
 
-func (l *splitFiles) pages() (iter.Seq[uint64], uint64, bool) {
-	return l.meta.Dumpable.Ones(), l.meta.NumDumpable, false
+func (l *splitFiles) pages() (pipeline.Pfns, uint64, bool) {
+	return l.meta.Dumpable.Cursor(), l.meta.NumDumpable, false
 }
 
 func (*splitFiles) report(*Result) {}

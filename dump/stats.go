@@ -39,6 +39,7 @@ type Stats struct {
 	CompressCPU float64 `json:"compress_cpu_s"`
 	ReorderCPU  float64 `json:"reorder_cpu_s"`
 	WriteCPU    float64 `json:"write_cpu_s"`
+	StoreCPU    float64 `json:"store_cpu_s"`
 }
 
 // WriteStats writes s to path as JSON.

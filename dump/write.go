@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"strings"
 	"syscall"
@@ -38,7 +37,7 @@ type layout interface {
 	// pages are the pfns the copy pass reads, in file order, and their
 	// number; raw says the pass stores them as they are (no zero pages,
 	// no codec).
-	pages() (pfns iter.Seq[uint64], total uint64, raw bool)
+	pages() (pfns pipeline.Pfns, total uint64, raw bool)
 	// report adds the shape's own counts to the result.
 	report(r *Result)
 	// what names what must fit before a page is written.
@@ -145,7 +144,7 @@ func incomplete(err error, name string, limit int64) *IncompleteError {
 
 // copyPass runs the pipeline over pfns into w, with the progress and the
 // STEP timing.
-func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns iter.Seq[uint64], total uint64, raw bool) error {
+func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfns, total uint64, raw bool) error {
 	const label = "Copying data"
 	start := time.Now()
 	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total))
@@ -174,7 +173,7 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns iter.Seq[uin
 
 // pipelineConfig is a pass over pfns of the input with the dump's workers
 // and reader.
-func (j *job) pipelineConfig(pfns iter.Seq[uint64], total uint64, w pipeline.Writer, progress func(uint64)) pipeline.Config {
+func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer, progress func(uint64)) pipeline.Config {
 	useMmap := j.useMmap()
 	return pipeline.Config{
 		Workers: j.o.Workers,
@@ -339,16 +338,23 @@ func createOutput(path string, force bool) (*os.File, error) {
 // kdumpLayout is a kdump-compressed file (plain or flattened).
 type kdumpLayout struct{ meta *sink.Meta }
 
+// open makes a file's writer a placer, whose chunks the copy pass's
+// workers write themselves at the places it hands out in order; a
+// flattened stream's records must come in one order, so it is written in
+// order.
 func (l kdumpLayout) open(outs []sink.Output) (shape, error) {
 	k, err := sink.NewKdump(outs[0], l.meta)
 	if err != nil {
 		return nil, err
 	}
-	return kdumpShape{k}, nil
+	if _, stream := outs[0].(*sink.Flat); stream {
+		return kdumpShape{k}, nil
+	}
+	return placedKdump{kdumpShape{k}}, nil
 }
 
-func (l kdumpLayout) pages() (iter.Seq[uint64], uint64, bool) {
-	return l.meta.Dumpable.Ones(), l.meta.NumDumpable, false
+func (l kdumpLayout) pages() (pipeline.Pfns, uint64, bool) {
+	return l.meta.Dumpable.Cursor(), l.meta.NumDumpable, false
 }
 
 func (kdumpLayout) report(*Result) {}
@@ -362,3 +368,14 @@ func (k kdumpShape) WritePages(_ []uint64, pages []sink.Page, data []byte) error
 }
 
 func (k kdumpShape) Abort() ([]int, error) { return []int{0}, k.Kdump.Abort() }
+
+// placedKdump is sink.Kdump as a pipeline.Placer.
+type placedKdump struct{ kdumpShape }
+
+func (k placedKdump) Place(pages []sink.Page, dataLen int) (sink.Place, error) {
+	return k.Kdump.Reserve(pages, dataLen)
+}
+
+func (k placedKdump) WritePlaced(at sink.Place, pages []sink.Page, data []byte) error {
+	return k.Kdump.WriteReserved(at, pages, data)
+}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"pagepipe/pipeline"
 	"pagepipe/sink"
 )
 
@@ -49,5 +50,16 @@ func TestStopReportsCloseErrors(t *testing.T) {
 	err = j.stop(abortOnly{}, tg, syscall.ENOSPC)
 	if !errors.Is(err, ErrIncomplete) || !errors.Is(err, ErrOutputFull) {
 		t.Errorf("%v: want an incomplete dump for a full output", err)
+	}
+}
+
+// A flattened stream's records must come in one order: its writer is not
+// a pipeline.Placer (whose chunks the workers write at once), a file's is.
+func TestOnlyFilesArePlaced(t *testing.T) {
+	if _, ok := any(kdumpShape{}).(pipeline.Placer); ok {
+		t.Error("kdumpShape (a flattened stream's writer) is a Placer")
+	}
+	if _, ok := any(placedKdump{}).(pipeline.Placer); !ok {
+		t.Error("placedKdump is not a Placer")
 	}
 }

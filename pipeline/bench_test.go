@@ -104,7 +104,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 			r := v.NewReader(64<<20, true) // one window over the whole file
 			return r
 		},
-		Pfns:   plan.Dumpable.Ones(),
+		Pfns:   plan.Dumpable.Cursor(),
 		Writer: kdumpWriter{k},
 		Progress: func(done uint64) {
 			if !truncated {
@@ -128,7 +128,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 	st, err := pipeline.Run(context.Background(), pipeline.Config{
 		Workers:        2,
 		NewReader:      func() pipeline.PageReader { return v.NewReader(64<<20, true) },
-		Pfns:           plan.Dumpable.Ones(),
+		Pfns:           plan.Dumpable.Cursor(),
 		Writer:         kdumpWriter{k},
 		ZeroUnreadable: true,
 	})

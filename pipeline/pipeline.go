@@ -1,37 +1,47 @@
-// Package pipeline runs the copy pass: it cuts the dumpable pfns into
-// chunks, lets N workers read, zero-check and compress them in any order,
-// and hands the results to one writer strictly in pfn order.
+// Package pipeline runs the copy pass: the workers cut the dumpable pfns
+// into chunks, read, zero-check and compress them in any order, and the
+// chunks reach the writer strictly in pfn order.
 //
-//	producer ──crew──▶ worker × N ──┐ (each chunk carries its own done channel)
-//	    └────────────order──────────┴──▶ writer (waits on chunks in sequence)
+//	Pfns ──cut, in order──▶ worker × N ──sequencer──▶ writer
 //
-// The crew wakes workers one at a time, the one that worked last first,
-// so that surplus workers (more than the CPUs running) stay asleep and the
-// busy ones keep their codec state in cache (crew.go).
+// There is no producer or writer goroutine. A worker cuts its next chunk
+// from the pfns (a word-at-a-time bitmap scan, numbered in order, under the
+// sequencer's lock), works it, and hands it to the sequencer. The worker
+// whose chunk is the next one in order takes it and every chunk after it
+// that is ready:
 //
-// The order channel is the reorder stage: the producer queues every chunk
-// there in sequence as it queues it for the workers, and the writer takes
-// them from it one by one, waiting for each to be finished. So the output
-// is byte-identical for any number of workers.
+//   - a Placer (a kdump file): under the lock it only has their places
+//     handed out (data offsets and descriptor slots, in order); out of the
+//     lock it writes them itself, concurrently with the other workers;
+//   - any other Writer (a flattened stream, an ELF file, split files, the
+//     zero scan): it writes them in order, one worker at a time, while the
+//     others go on working.
 //
-// Memory bound: chunks come from a fixed pool of 2×N+2, N being the
-// workers or the CPUs the process may use (GOMAXPROCS), whichever is
-// fewer, each holding at most ChunkPages pages of output (4 KiB each) plus
-// their records; the producer blocks when all are in flight. With the
-// default 256 pages that is about (2N+2) MiB, e.g. 10 MiB for 4 workers.
-// Nothing else grows with the size of the vmcore.
+// So the output is byte-identical for any number of workers, and the only
+// serial work per chunk is two short critical sections (docs/scaling.md).
 //
-// The first error from any stage cancels the context; every stage returns
-// on cancellation and Run reports that first error once.
+// At most min(N, GOMAXPROCS) workers run: more cannot run at once, and each
+// costs its reader and codec state (a worker that waits for the CPU while
+// another holds it would only evict the other's codec tables; see
+// docs/scaling.md).
+//
+// Memory bound: chunks come from a fixed pool of 2×W+2, W being the workers
+// that run, each holding at most ChunkPages pages of output (4 KiB each)
+// plus their records; a worker waits for a free chunk when all are in
+// flight. With the default 256 pages that is about (2W+2) MiB, e.g. 10 MiB
+// for 4 workers. Nothing else grows with the size of the vmcore.
+//
+// The first error from any worker cancels the context; every worker
+// returns on cancellation and Run reports that first error once.
 package pipeline
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,10 +63,35 @@ type PageReader interface {
 	Close()
 }
 
+// Pfns hands out the pfns to copy, in the order the writer takes them
+// (bitmap.Cursor: the 2nd bitmap's set bits). Next is called under the
+// sequencer's lock, never concurrently.
+type Pfns interface {
+	// Next appends the next pfns to dst, as many as its capacity takes,
+	// and returns it; none appended: none are left.
+	Next(dst []uint64) []uint64
+}
+
 // Writer consumes pages in the order Config.Pfns yields them: pfns[i] is
-// the pfn of pages[i], whose data, if any, comes next in data.
+// the pfn of pages[i], whose data, if any, comes next in data. Its calls
+// come in order, one at a time (from whichever worker holds the turn).
 type Writer interface {
 	WritePages(pfns []uint64, pages []sink.Page, data []byte) error
+}
+
+// Placer is a Writer whose chunks the workers write themselves, at places
+// handed out in order (a kdump file: data offsets and descriptor slots are
+// known once the sizes before them are). When Config.Writer is a Placer,
+// WritePages is not called.
+type Placer interface {
+	Writer
+	// Place reserves the space of the next chunk in order. It is called
+	// under the sequencer's lock, in order, never concurrently: it should
+	// only do arithmetic.
+	Place(pages []sink.Page, dataLen int) (sink.Place, error)
+	// WritePlaced writes a chunk at its place: concurrently with other
+	// calls, in any order.
+	WritePlaced(at sink.Place, pages []sink.Page, data []byte) error
 }
 
 // Config is one copy pass.
@@ -65,9 +100,9 @@ type Config struct {
 	// NewReader makes one page reader per worker.
 	NewReader func() PageReader
 	// Pfns are the pages to copy, in the order the writer takes them:
-	// the 2nd bitmap's set bits (bitmap.Ones) for a kdump file, the
+	// the 2nd bitmap's set bits (bitmap.Cursor) for a kdump file, the
 	// PT_LOADs' pages in file order for an ELF dump.
-	Pfns iter.Seq[uint64]
+	Pfns Pfns
 	// Total is the number of pfns Pfns yields, for progress.
 	Total uint64
 	// ExcludeZero: dump level bit 1, zero pages are marked, not stored.
@@ -78,8 +113,8 @@ type Config struct {
 	// Codec compresses pages; nil stores them raw.
 	Codec  *codec.Codec
 	Writer Writer
-	// Progress, if set, is called by the writer after each chunk with the
-	// number of pages written so far.
+	// Progress, if set, is called after chunks are written with the
+	// number of pages written so far; never concurrently.
 	Progress func(done uint64)
 }
 
@@ -93,197 +128,301 @@ type Stats struct {
 	Unreadable uint64 // pages that could not be read, stored as zeros
 
 	// Wall is how long the pass took; ProcessCPU is the process's user
-	// and system time over it (every thread: the stages, the Go runtime's
-	// garbage collector and scheduler).
+	// and system time over it (every thread: the workers, the Go
+	// runtime's garbage collector and scheduler).
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
-	// CPU is what each stage cost, measured on its own OS thread.
+	// CPU is what each stage cost (StageCPU says how it is measured).
 	CPU StageCPU
 }
 
-// StageCPU is the CPU time of the copy pass's stages. Each stage goroutine
-// is locked to an OS thread and reads that thread's clock (a getrusage call
-// of a few microseconds) when it starts and ends, the writer also around
-// each chunk's write: well under 0.1 % of a chunk's work. (Not per chunk
-// for the workers: the kernel brings a running thread's time up to date
-// only at ticks and switches, and a try that summed per-chunk readings of
-// workers that hand chunks over without sleeping got half their CPU time.)
-// It tells what the code costs, whatever the machine gives in wall time: on
-// a machine whose CPUs share one core, more workers take longer but cost
-// the same CPU seconds.
+// StageCPU is the CPU time of the copy pass's stages. Every stage runs on
+// the workers, each locked to its OS thread for its life, whose thread
+// clock (exact, cpuclock.Thread) is read when it starts and ends, and
+// around each batch of writes (cpuclock.ThreadTotal: two readings per
+// chunk written, 4 µs each on these virtual machines). The serial
+// sections, too short for such a clock, are timed with the monotonic clock
+// (vDSO, tens of ns) while the lock is held: a wait for the CPU inside one
+// counts against it, so they err high. The writes are taken out of the
+// workers' system time, the
+// serial sections out of their user time; the rest is read (system) and
+// compress (user), split as the kernel samples it at ticks. It tells what the code costs, whatever the machine
+// gives in wall time: on a machine whose CPUs share one core, more workers
+// take longer but cost the same CPU seconds.
 type StageCPU struct {
-	// Read is the workers' system time: pread copies and the page faults
-	// of mapped windows.
+	// Read is the workers' system time besides their writes: pread
+	// copies and the page faults of mapped windows.
 	Read time.Duration
-	// Compress is the workers' user time: the zero check and the codec.
+	// Compress is the workers' user time besides the serial sections:
+	// the zero check and the codec.
 	Compress time.Duration
-	// Reorder is the producer (cutting the 2nd bitmap into chunks numbered
-	// in pfn order, queueing them) and the writer's waits for the next
-	// chunk in order.
+	// Reorder is the serial sections: cutting the next chunk from the
+	// pfns and numbering it, handing chunks over in order and, for a
+	// Placer, their places.
 	Reorder time.Duration
-	// Write is the writer: descriptors, page data, positioned writes.
+	// Write is a Writer's WritePages, in order, one at a time: serial.
 	Write time.Duration
+	// Store is a Placer's WritePlaced, the workers' own writes at the
+	// places handed out: not serial in the pipeline. (The kernel holds a
+	// file's inode lock through a buffered write, so the writes of one
+	// file do not run at once in the kernel: the model bounds them by the
+	// sink's measured rate, docs/scaling.md.)
+	Store time.Duration
 }
 
 // Total is the CPU time of every stage.
-func (s StageCPU) Total() time.Duration { return s.Read + s.Compress + s.Reorder + s.Write }
+func (s StageCPU) Total() time.Duration {
+	return s.Read + s.Compress + s.Reorder + s.Write + s.Store
+}
 
 type chunk struct {
 	seq   uint64
 	pfns  []uint64
 	pages []sink.Page
 	data  []byte
-	done  chan struct{}
-	err   error
+	at    sink.Place
 }
 
 // Run performs the copy pass.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
 	start, startCPU := time.Now(), cpuclock.Process()
-	workers := max(cfg.Workers, 1)
-	var workerCPU, producerCPU, waitCPU, writeCPU cpuclock.Counter
-	g, ctx := errgroup.WithContext(ctx)
-
-	// Chunks in flight beyond two per CPU cannot be worked on sooner:
-	// they would only cost memory whose pages fault in on first use (with
-	// 8 workers on one CPU, 18 chunks made the pass 10 % dearer in CPU
-	// time than 1 worker's 4; docs/scaling.md).
-	poolSize := 2*min(workers, runtime.GOMAXPROCS(0)) + 2
-	free := make(chan *chunk, poolSize)
-	for range poolSize {
-		free <- &chunk{
-			pfns:  make([]uint64, 0, ChunkPages),
-			pages: make([]sink.Page, 0, ChunkPages),
-			data:  make([]byte, 0, ChunkPages*source.PageSize),
-			done:  make(chan struct{}, 1),
-		}
+	// Workers beyond the CPUs cannot run at once: they would only cost
+	// their reader, codec state and chunks, whose memory faults in on
+	// first use (docs/scaling.md).
+	workers := min(max(cfg.Workers, 1), runtime.GOMAXPROCS(0))
+	if runtime.GOMAXPROCS(0) == 1 {
+		// With one P, the runtime's monitor takes it from a worker in a
+		// write of more than about 20 µs, hands it to another thread and
+		// back, and keeps polling every 20 µs: on one CPU that churn
+		// doubled the context switches of a -l pass. A second P, idle,
+		// makes it leave the syscall alone (docs/scaling.md).
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
-	order := make(chan *chunk, poolSize)
-	crew := newCrew(poolSize)
+	sq := newSequencer(cfg, 2*workers+2)
+	g, ctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error { return sq.work(ctx) })
+	}
+	err := g.Wait()
+	st := sq.stats
+	st.Pages = sq.written.Load()
+	st.ZeroPages, st.Compressed, st.Unreadable = sq.zero.Load(), sq.compressed.Load(), sq.unreadable.Load()
+	st.Raw = st.Pages - st.ZeroPages - st.Compressed
+	if err == nil && cfg.Progress != nil {
+		cfg.Progress(st.Pages)
+	}
+	life := sq.life.Load()
+	st.CPU.Reorder = sq.serial
+	st.CPU.Write = time.Duration(sq.write.Load())
+	st.CPU.Store = time.Duration(sq.store.Load())
+	st.CPU.Read = max(life.Sys-st.CPU.Write-st.CPU.Store, 0)
+	st.CPU.Compress = max(life.User-st.CPU.Reorder, 0)
+	st.Wall, st.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
+	return st, err
+}
 
-	// Producer: cut the pfns into chunks, numbered in order.
-	g.Go(func() error {
-		defer producerCPU.Measure()()
-		defer crew.finish()
-		defer close(order)
-		var seq uint64
+// sequencer hands out chunks in order and takes them back in any order,
+// passing them to the writer in order.
+type sequencer struct {
+	cfg    Config
+	placer Placer // nil: cfg.Writer takes the chunks in order
+	// free is the chunk pool.
+	free chan *chunk
+
+	mu sync.Mutex
+	// cut is the number of chunks cut so far; next is the first one not
+	// yet handed to the writer.
+	cut, next uint64
+	// ready holds the worked chunks waiting for their turn, at seq modulo
+	// the pool size (at most a pool's worth are cut and not handed on).
+	ready []*chunk
+	// writing: a worker is writing chunks in order (not for a Placer).
+	writing bool
+	// exhausted: Pfns has none left.
+	exhausted bool
+	// serial is the time spent holding mu (StageCPU.Reorder).
+	serial time.Duration
+	// stats holds DataBytes, counted as chunks are handed on.
+	stats Stats
+
+	written, zero, compressed, unreadable atomic.Uint64
+	write, store                          atomic.Int64 // ns of thread CPU
+	life                                  cpuclock.Counter
+}
+
+func newSequencer(cfg Config, pool int) *sequencer {
+	sq := &sequencer{cfg: cfg, free: make(chan *chunk, pool), ready: make([]*chunk, pool)}
+	sq.placer, _ = cfg.Writer.(Placer)
+	for range pool {
+		sq.free <- &chunk{}
+	}
+	return sq
+}
+
+// lock takes the sequencer's lock and returns when it was taken, for
+// unlock to count the time it was held.
+func (sq *sequencer) lock() time.Time {
+	sq.mu.Lock()
+	return time.Now()
+}
+
+func (sq *sequencer) unlock(t time.Time) {
+	sq.serial += time.Since(t)
+	sq.mu.Unlock()
+}
+
+// work is one worker: it cuts chunks, works them and hands them on until
+// the pfns run out, an error or the context stops it.
+func (sq *sequencer) work(ctx context.Context) error {
+	// A page of a mapped vmcore that cannot be read (an I/O error under
+	// /proc/vmcore, a file cut short) faults: make that a panic this
+	// goroutine can recover from, not a crash.
+	debug.SetPanicOnFault(true)
+	defer sq.life.Measure()()
+	var w *worker
+	var batch []*chunk
+	for {
 		var c *chunk
-		send := func() bool {
-			select {
-			case order <- c:
-			case <-ctx.Done():
-				return false
-			}
-			crew.hand(c)
-			c = nil
-			return true
-		}
-		for pfn := range cfg.Pfns {
-			if c == nil {
-				select {
-				case c = <-free:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				c.seq, c.pfns = seq, c.pfns[:0]
-				seq++
-			}
-			c.pfns = append(c.pfns, pfn)
-			if len(c.pfns) == ChunkPages && !send() {
-				return ctx.Err()
-			}
-		}
-		if c != nil && !send() {
+		select {
+		case c = <-sq.free:
+		case <-ctx.Done():
 			return ctx.Err()
 		}
-		return nil
-	})
-
-	var zero, compressed, unreadable atomic.Uint64
-	for range workers {
-		g.Go(func() error {
-			// A page of a mapped vmcore that cannot be read (an I/O error
-			// under /proc/vmcore, a file cut short) faults: make that a
-			// panic this goroutine can recover from, not a crash.
-			debug.SetPanicOnFault(true)
-			defer workerCPU.Measure()()
-			var w *worker
-			wakeup := make(chan struct{}, 1)
-			for {
-				c, err := crew.next(ctx, wakeup)
-				if c == nil {
-					return err
-				}
-				if w == nil {
-					// Made on the first chunk: a worker the crew never
-					// needs costs no reader or codec state.
-					w = newWorker(cfg)
-					defer w.close()
-				}
-				// After done is signalled the chunk belongs to the writer
-				// (and then to the pool): keep the error in a local.
-				err = w.process(c)
-				if err == nil {
-					zero.Add(w.zero)
-					compressed.Add(w.compressed)
-					unreadable.Add(w.unreadable)
-				}
-				c.err = err
-				c.done <- struct{}{}
-				if err != nil {
-					return err
-				}
-			}
-		})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !sq.cutNext(c) {
+			sq.free <- c
+			return nil
+		}
+		if w == nil {
+			// Made on the first chunk: a worker that never gets one costs
+			// no reader or codec state.
+			w = newWorker(sq.cfg)
+			defer w.close()
+		}
+		if err := w.process(c); err != nil {
+			return err
+		}
+		sq.zero.Add(w.zero)
+		sq.compressed.Add(w.compressed)
+		sq.unreadable.Add(w.unreadable)
+		var err error
+		if batch, err = sq.handOn(c, batch[:0]); err != nil {
+			return err
+		}
+		if err := sq.writeBatch(batch); err != nil {
+			return err
+		}
 	}
+}
 
-	var st Stats
-	g.Go(func() error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		// The writer's thread time alternates: waiting for the next chunk
-		// in order (reorder), then writing it.
-		t := cpuclock.Thread()
-		defer func() { waitCPU.Add(cpuclock.Thread().Sub(t)) }()
-		for c := range order {
-			select {
-			case <-c.done:
-			case <-ctx.Done():
-				return ctx.Err()
+// cutNext fills c with the next pfns and numbers it; false when none are
+// left.
+func (sq *sequencer) cutNext(c *chunk) bool {
+	if c.pfns == nil {
+		c.pfns = make([]uint64, 0, ChunkPages)
+		c.pages = make([]sink.Page, 0, ChunkPages)
+		c.data = make([]byte, 0, ChunkPages*source.PageSize)
+	}
+	t := sq.lock()
+	defer sq.unlock(t)
+	if sq.exhausted {
+		return false
+	}
+	c.pfns = sq.cfg.Pfns.Next(c.pfns[:0])
+	if len(c.pfns) == 0 {
+		sq.exhausted = true
+		return false
+	}
+	c.seq = sq.cut
+	sq.cut++
+	return true
+}
+
+// handOn puts the worked chunk c in line. When it is the next one in order
+// (and, for an ordered Writer, no worker is writing), the caller takes it
+// and the ready chunks after it into batch: for a Placer each gets its
+// place here.
+func (sq *sequencer) handOn(c *chunk, batch []*chunk) ([]*chunk, error) {
+	t := sq.lock()
+	defer sq.unlock(t)
+	sq.ready[c.seq%uint64(len(sq.ready))] = c
+	return sq.take(batch)
+}
+
+// take moves the ready chunks that are next in order into batch (under the
+// lock).
+func (sq *sequencer) take(batch []*chunk) ([]*chunk, error) {
+	if sq.writing {
+		return batch, nil
+	}
+	for {
+		i := sq.next % uint64(len(sq.ready))
+		c := sq.ready[i]
+		if c == nil || c.seq != sq.next {
+			break
+		}
+		if sq.placer != nil {
+			at, err := sq.placer.Place(c.pages, len(c.data))
+			if err != nil {
+				return batch, err
 			}
-			if c.err != nil {
-				return c.err
+			c.at = at
+		}
+		sq.ready[i] = nil
+		sq.next++
+		sq.stats.DataBytes += uint64(len(c.data))
+		batch = append(batch, c)
+	}
+	sq.writing = sq.placer == nil && len(batch) > 0
+	return batch, nil
+}
+
+// writeBatch writes the chunks take gave this worker and returns them to
+// the pool. For an ordered Writer the worker keeps the turn, taking the
+// chunks that became ready meanwhile, until none are left.
+func (sq *sequencer) writeBatch(batch []*chunk) error {
+	for len(batch) > 0 {
+		t0 := cpuclock.ThreadTotal()
+		for _, c := range batch {
+			var err error
+			if sq.placer != nil {
+				err = sq.placer.WritePlaced(c.at, c.pages, c.data)
+			} else {
+				err = sq.cfg.Writer.WritePages(c.pfns, c.pages, c.data)
 			}
-			now := cpuclock.Thread()
-			waitCPU.Add(now.Sub(t))
-			err := cfg.Writer.WritePages(c.pfns, c.pages, c.data)
-			t = cpuclock.Thread()
-			writeCPU.Add(t.Sub(now))
 			if err != nil {
 				return err
 			}
-			st.Pages += uint64(len(c.pages))
-			st.DataBytes += uint64(len(c.data))
-			if cfg.Progress != nil {
-				cfg.Progress(st.Pages)
-			}
-			free <- c
+			sq.written.Add(uint64(len(c.pages)))
 		}
-		return nil
-	})
-
-	err := g.Wait()
-	st.ZeroPages, st.Compressed, st.Unreadable = zero.Load(), compressed.Load(), unreadable.Load()
-	st.Raw = st.Pages - st.ZeroPages - st.Compressed
-	w := workerCPU.Load()
-	st.CPU = StageCPU{
-		Read:     w.Sys,
-		Compress: w.User,
-		Reorder:  producerCPU.Load().Total() + waitCPU.Load().Total(),
-		Write:    writeCPU.Load().Total(),
+		d := int64(cpuclock.ThreadTotal() - t0)
+		if sq.placer != nil {
+			sq.store.Add(d)
+		} else {
+			sq.write.Add(d)
+		}
+		for _, c := range batch {
+			sq.free <- c
+		}
+		t := sq.lock()
+		if sq.cfg.Progress != nil {
+			sq.cfg.Progress(sq.written.Load())
+		}
+		if sq.placer != nil {
+			sq.unlock(t)
+			return nil
+		}
+		sq.writing = false
+		var err error
+		batch, err = sq.take(batch[:0])
+		sq.unlock(t)
+		if err != nil {
+			return err
+		}
 	}
-	st.Wall, st.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
-	return st, err
+	return nil
 }
 
 // worker holds one goroutine's reader and codec state, reused for every

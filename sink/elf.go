@@ -317,7 +317,7 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 }
 
 // Written returns the number of bytes written so far.
-func (e *ELF) Written() uint64 { return e.n }
+func (e *ELF) Written() uint64 { return e.n.Load() }
 
 // cache appends p to a cache and writes out each full elfCacheSize piece.
 func (e *ELF) cache(buf *[]byte, next *uint64, p []byte) error {

@@ -40,6 +40,9 @@ func (l Limit) WriteAt(p []byte, off int64) (int, error) {
 // The bitmap and header were written first, so rewriting them needs no new
 // space. Abort returns the first error that stops it.
 func (k *Kdump) Abort() error {
+	if k.placed {
+		return k.abortPlaced()
+	}
 	// Where the disk still takes it (a signal stopped the dump, not a full
 	// disk), the buffered data lands, and with it the pages it holds.
 	_ = k.flushData()
@@ -61,6 +64,22 @@ func (k *Kdump) Abort() error {
 	_ = k.writeAt(k.descs[keep:], k.descNext+uint64(keep))
 	k.release()
 
+	if err := k.cutDumpable(onDisk); err != nil {
+		return err
+	}
+	return k.markIncomplete()
+}
+
+// abortPlaced is Abort for a file written by placed chunks: the chunks
+// whose data landed in order from the first are kept. The descriptors of
+// later chunks never reached the file (they are written only in order,
+// after the data before them), so their slots are holes, which read as
+// zero.
+func (k *Kdump) abortPlaced() error {
+	// The descriptors of the chunks landed in order, where the disk
+	// still takes them.
+	_ = k.flushPending()
+	onDisk := (k.descsOut - k.layout.Descs) / kdumpfmt.PageDescSize
 	if err := k.cutDumpable(onDisk); err != nil {
 		return err
 	}

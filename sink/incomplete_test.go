@@ -123,3 +123,82 @@ func checkAbort(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout
 		}
 	}
 }
+
+// TestAbortPlacedKeepsOnlyLandedPages is TestAbortKeepsOnlyLandedPages for
+// a file written by placed chunks (Reserve, WriteReserved), as the copy
+// pass's workers write it: the chunks are reserved in order but written in
+// a shuffled order, a write past the size limit fails and the others go
+// on, then Abort. Every page the cut bitmap keeps must have its complete
+// dump's descriptor and data, and without a limit every page is kept.
+func TestAbortPlacedKeepsOnlyLandedPages(t *testing.T) {
+	d := smallPagesDump(3, 40000)
+	whole := d.unsplit(t)
+	layout := kdumpfmt.NewLayout(4096, uint64(len(d.meta.Notes)), d.meta.MaxMapnr, d.meta.NumDumpable)
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, stop := range []int{0, 1, len(d.chunks) / 2, len(d.chunks)} {
+		checkAbortPlaced(t, d, whole, layout, stop, 0, r)
+	}
+	for limit := int64(layout.Data); limit < int64(len(whole)); limit += 4096 {
+		checkAbortPlaced(t, d, whole, layout, len(d.chunks), limit, r)
+	}
+}
+
+func checkAbortPlaced(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout, stop int, limit int64, r *rand.Rand) {
+	t.Helper()
+	var mem splitMem
+	k, err := NewKdump(&mem, d.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit > 0 {
+		k.out = Limit{Output: &mem, Max: limit}
+	}
+	places := make([]Place, stop)
+	for i := range stop {
+		if places[i], err = k.Reserve(d.chunks[i], len(d.data[i])); err != nil {
+			break // the zero page did not fit
+		}
+	}
+	if err == nil {
+		for _, i := range r.Perm(stop) {
+			if werr := k.WriteReserved(places[i], d.chunks[i], d.data[i]); werr != nil && limit == 0 {
+				t.Fatal(werr)
+			}
+		}
+	}
+	if err := k.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	b := mem.b
+	h, err := kdumpfmt.UnmarshalHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status&kdumpfmt.StatusIncomplete == 0 {
+		t.Fatalf("status %#x lacks INCOMPLETE", h.Status)
+	}
+	kept := bitmap.FromBytes(b[layout.Bitmap2:], d.meta.MaxMapnr).Count(0, d.meta.MaxMapnr)
+	var written uint64
+	for _, c := range d.chunks[:stop] {
+		written += uint64(len(c))
+	}
+	if kept > written || limit == 0 && kept != written {
+		t.Fatalf("placed, %d chunks, size limit %d: %d pages kept of %d", stop, limit, kept, written)
+	}
+	for i := range kept {
+		off := layout.Descs + i*kdumpfmt.PageDescSize
+		got := kdumpfmt.UnmarshalPageDesc(b[off:])
+		want := kdumpfmt.UnmarshalPageDesc(whole[off:])
+		end := uint64(got.Offset) + uint64(got.Size)
+		if got != want || end > uint64(len(b)) || !bytes.Equal(b[got.Offset:end], whole[want.Offset:end]) {
+			t.Fatalf("placed, size limit %d: page %d of %d kept: descriptor %+v, want %+v", limit, i, kept, got, want)
+		}
+	}
+	// The descriptor slots past the kept pages hold nothing: a chunk that
+	// landed after one that did not never had its descriptors written.
+	for off := layout.Descs + kept*kdumpfmt.PageDescSize; off+kdumpfmt.PageDescSize <= min(layout.Data, uint64(len(b))); off += kdumpfmt.PageDescSize {
+		if d := kdumpfmt.UnmarshalPageDesc(b[off:]); d != (kdumpfmt.PageDesc{}) {
+			t.Fatalf("placed, %d chunks: a descriptor past the %d pages kept: %+v", stop, kept, d)
+		}
+	}
+}

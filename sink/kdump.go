@@ -5,6 +5,8 @@ package sink
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
@@ -21,7 +23,7 @@ type Output interface {
 // bytes"). Every writer here embeds one.
 type posWriter struct {
 	out Output
-	n   uint64
+	n   atomic.Uint64 // a Kdump's placed chunks are written concurrently
 }
 
 func (w *posWriter) writeAt(p []byte, off uint64) error {
@@ -31,7 +33,7 @@ func (w *posWriter) writeAt(p []byte, off uint64) error {
 	if _, err := w.out.WriteAt(p, int64(off)); err != nil {
 		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
 	}
-	w.n += uint64(len(p))
+	w.n.Add(uint64(len(p)))
 	return nil
 }
 
@@ -93,9 +95,18 @@ const (
 	descBufSize = 256 << 10
 )
 
-// Kdump writes a kdump-compressed file (header_version 6). Page
-// descriptors and data go through two buffers flushed with large
-// positioned writes, so each region is written sequentially.
+// Kdump writes a kdump-compressed file (header_version 6), in one of two
+// ways, not both:
+//
+//   - WritePages takes the pages in order: descriptors and data go
+//     through two buffers flushed with large positioned writes, so each
+//     region is written sequentially (a flattened stream's records come
+//     in one order whatever the workers);
+//   - Reserve hands out, in order, where each chunk of pages goes (its
+//     data offset and descriptor slots: only arithmetic), and WriteReserved,
+//     called by the pipeline's workers at once and in any order, writes a
+//     chunk there straight from its buffer, data first, then its
+//     descriptors. The bytes, and so the file, are the same.
 type Kdump struct {
 	posWriter
 	layout   kdumpfmt.Layout
@@ -108,6 +119,18 @@ type Kdump struct {
 
 	status uint32 // the header's status, as written
 	meta   *Meta
+
+	// Chunks written by Reserve and WriteReserved instead of WritePages.
+	placed bool
+	places uint64 // chunks placed so far
+	landMu sync.Mutex
+	landed uint64 // chunks whose data landed, in order from the first
+	// early holds the descriptors of chunks whose data landed before an
+	// earlier chunk's; pend, those of the landed chunks, in order, not yet
+	// written; descsOut is the file offset past the descriptors written.
+	early    map[uint64]*[]byte
+	pend     []byte
+	descsOut uint64
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -197,7 +220,7 @@ func (k *Kdump) release() { k.descs, k.data = nil, nil }
 func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
 
 // Written returns the number of bytes written so far.
-func (k *Kdump) Written() uint64 { return k.n }
+func (k *Kdump) Written() uint64 { return k.n.Load() }
 
 // WritePages appends the descriptors and data of consecutive dumped pages;
 // data holds the stored bytes of the non-zero pages, back to back. Large
@@ -281,10 +304,115 @@ func (k *Kdump) flushDescs() error {
 // Close flushes the data, then the descriptors (flushDescs does both), as
 // makedumpfile does, and frees the buffers.
 func (k *Kdump) Close() error {
+	if k.placed {
+		// Every chunk's data was written by WriteReserved: the last
+		// descriptors are left.
+		k.landMu.Lock()
+		defer k.landMu.Unlock()
+		return k.flushPending()
+	}
 	k.buffers()
 	if err := k.flushDescs(); err != nil {
 		return err
 	}
 	k.release()
+	return nil
+}
+
+// Place is where one chunk of pages goes in a kdump file (Kdump.Reserve).
+type Place struct {
+	seq     uint64 // the chunk's number in order
+	descOff uint64 // file offset of its first descriptor
+	dataOff uint64 // file offset of its first data byte
+}
+
+// Reserve reserves the space of the next chunk of pages in order: their
+// descriptors' slots and dataLen bytes of data. It only does arithmetic,
+// but for the first chunk of a dump with a zero page, which writes it. It
+// must be called in order and not concurrently; WriteReserved may then
+// write the chunk from any goroutine.
+func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
+	if !k.placed {
+		k.placed, k.descsOut = true, k.descNext
+		k.pend = make([]byte, 0, descBufSize)
+		if k.meta.ZeroPage && k.dataNext == k.layout.Data {
+			if err := k.writeAt(make([]byte, k.meta.BlockSize), k.dataNext); err != nil {
+				return Place{}, fmt.Errorf("zero page: %w", err)
+			}
+			k.dataNext += k.meta.BlockSize
+		}
+	}
+	p := Place{seq: k.places, descOff: k.descNext, dataOff: k.dataNext}
+	k.places++
+	k.descNext += uint64(len(pages)) * kdumpfmt.PageDescSize
+	k.dataNext += uint64(dataLen)
+	return p, nil
+}
+
+// descBufs are WriteReserved's descriptor buffers, one chunk's worth each.
+var descBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// WriteReserved writes a reserved chunk's data, then hands its descriptors to
+// land, which writes them in order, 256 KiB at a time, once the data of
+// every chunk before them landed too: so a descriptor on disk always
+// points at data that landed (see Abort), and the descriptors cost a
+// write per 42 chunks, not one each.
+func (k *Kdump) WriteReserved(at Place, pages []Page, data []byte) error {
+	if err := k.writeAt(data, at.dataOff); err != nil {
+		return fmt.Errorf("page data: %w", err)
+	}
+	bp := descBufs.Get().(*[]byte)
+	need := len(pages) * kdumpfmt.PageDescSize
+	if cap(*bp) < need {
+		*bp = make([]byte, need)
+	}
+	d, off := (*bp)[:need], at.dataOff
+	for i, p := range pages {
+		desc := k.zeroDesc
+		if !p.Zero {
+			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
+			off += uint64(p.Size)
+		}
+		desc.Put(d[i*kdumpfmt.PageDescSize:])
+	}
+	*bp = d
+	return k.land(at.seq, bp)
+}
+
+// land records that chunk seq's data landed, with its descriptors, and
+// moves the landed chunks' descriptors, in order, to the pending ones,
+// writing those when they fill the buffer (under the lock: once per
+// 256 KiB, and the pipeline's places are not held up by it).
+func (k *Kdump) land(seq uint64, bp *[]byte) error {
+	k.landMu.Lock()
+	defer k.landMu.Unlock()
+	if seq != k.landed {
+		if k.early == nil {
+			k.early = map[uint64]*[]byte{}
+		}
+		k.early[seq] = bp
+		return nil
+	}
+	for ok := true; ok; {
+		k.pend = append(k.pend, *bp...)
+		descBufs.Put(bp)
+		k.landed++
+		if bp, ok = k.early[k.landed]; ok {
+			delete(k.early, k.landed)
+		}
+	}
+	if len(k.pend) >= descBufSize {
+		return k.flushPending()
+	}
+	return nil
+}
+
+// flushPending writes the pending descriptors (under landMu).
+func (k *Kdump) flushPending() error {
+	if err := k.writeAt(k.pend, k.descsOut); err != nil {
+		return fmt.Errorf("page descriptors: %w", err)
+	}
+	k.descsOut += uint64(len(k.pend))
+	k.pend = k.pend[:0]
 	return nil
 }

@@ -187,20 +187,20 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 
 	w := &posWriter{out: out}
 	if err := w.writeAt(s.header, 0); err != nil {
-		return w.n, err
+		return w.n.Load(), err
 	}
 	if sub.SizeNote > 0 {
 		notes, _, _, _ := first.Notes()
 		if uint64(len(notes)) != sub.SizeNote {
-			return w.n, fmt.Errorf("%s: cannot read its %d bytes of notes", first.Path, sub.SizeNote)
+			return w.n.Load(), fmt.Errorf("%s: cannot read its %d bytes of notes", first.Path, sub.SizeNote)
 		}
 		if err := w.writeAt(notes, sub.OffsetNote); err != nil {
-			return w.n, err
+			return w.n.Load(), err
 		}
 	}
 	// The sub header is written last, when the eraseinfo's place is known.
 	if err := w.copyFrom(s.parts[0].path, l.bitmaps, l.descs-l.bitmaps, l.bitmaps); err != nil {
-		return w.n, fmt.Errorf("bitmaps: %w", err)
+		return w.n.Load(), fmt.Errorf("bitmaps: %w", err)
 	}
 
 	descs := newSeqWriter(w, l.descs, descBufSize)
@@ -208,7 +208,7 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	zeroPage := sub.DumpLevel&1 != 0
 	if zeroPage {
 		if err := data.write(make([]byte, bs)); err != nil {
-			return w.n, err
+			return w.n.Load(), err
 		}
 	}
 	// The parts' bitmaps agree but in the ranges of incomplete parts.
@@ -221,21 +221,21 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	dumpable := first.Dumpable.Clone() // the output's 2nd bitmap
 	for _, p := range s.parts {
 		if err := copyPart(first, p, l, cut, dumpable, descs, data, zeroPage); err != nil {
-			return w.n, fmt.Errorf("%s: %w", p.path, err)
+			return w.n.Load(), fmt.Errorf("%s: %w", p.path, err)
 		}
 	}
 	if err := data.flush(); err != nil {
-		return w.n, err
+		return w.n.Load(), err
 	}
 	if err := descs.flush(); err != nil {
-		return w.n, err
+		return w.n.Load(), err
 	}
 	// The descriptor area is reserved for every page the dump was to hold.
 	s.Lost = (l.data-l.descs)/kdumpfmt.PageDescSize - dumpable.Count(0, dumpable.Len())
 	if !dumpable.Equal(first.Dumpable) {
 		half := uint64(h.BitmapBlocks) / 2 * bs
 		if err := w.writeBitmap(dumpable, l.bitmaps+half, half); err != nil {
-			return w.n, err
+			return w.n.Load(), err
 		}
 	}
 
@@ -246,7 +246,7 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 			continue
 		}
 		if err := w.copyFrom(p.path, p.sub.OffsetEraseinfo, p.sub.SizeEraseinfo, data.next+sub.SizeEraseinfo); err != nil {
-			return w.n, fmt.Errorf("%s: eraseinfo: %w", p.path, err)
+			return w.n.Load(), fmt.Errorf("%s: eraseinfo: %w", p.path, err)
 		}
 		sub.SizeEraseinfo += p.sub.SizeEraseinfo
 	}
@@ -254,9 +254,9 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 		sub.OffsetEraseinfo = data.next
 	}
 	if err := w.writeAt(sub.Marshal(), bs); err != nil {
-		return w.n, err
+		return w.n.Load(), err
 	}
-	return w.n, nil
+	return w.n.Load(), nil
 }
 
 // layout is where the regions of every part, and of the output, start.

@@ -39,13 +39,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	codecs := fs.String("codec", "c", "codecs: c, l, p, z, lz4, none")
 	levels := fs.String("dump-level", "31", "dump levels")
 	runs := fs.Int("runs", 3, "runs of each configuration (median, min, max)")
-	vs := fs.String("vs", "", "run the same jobs with this program too: makedumpfile")
+	vs := fs.String("vs", "", "run the same jobs with this makedumpfile too: a path, or makedumpfile from $PATH")
 	outDir := fs.String("out", "", "write tables.txt, results.csv, results.json and the plots (PNG, SVG) here")
 	dumpDir := fs.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
 	workDir := fs.String("work-dir", "", "where a generated vmcore is cached (default: the fixture directory)")
 	pagepipe := fs.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: pagepipe-bench [--pagepipe BIN] [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
+		fmt.Fprintln(stderr, "usage: pagepipe-bench [--pagepipe BIN] [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile|PATH] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -94,8 +94,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		Vmcore:  vmcore,
 	}
 	if m.VsMakedumpfile {
-		if r.Makedumpfile, err = exec.LookPath("makedumpfile"); err != nil {
-			return failf("--vs makedumpfile: %s", oneLine(err))
+		if r.Makedumpfile, err = exec.LookPath(*vs); err != nil {
+			return failf("--vs %s: %s", *vs, oneLine(err))
 		}
 		st.Makedumpfile = makedumpfileVersion(r.Makedumpfile)
 	}
@@ -176,13 +176,8 @@ func benchMatrix(usable []int, workers, cpus, mapSizes, codecs, levels, vs strin
 	if m.Levels, err = bench.ParseLevels(levels); err != nil {
 		return m, err
 	}
-	switch vs {
-	case "":
-	case "makedumpfile":
-		m.VsMakedumpfile = true
-	default:
-		return m, fmt.Errorf("--vs %q: only makedumpfile", vs)
-	}
+	// --vs PATH: a makedumpfile binary, or "makedumpfile" from $PATH.
+	m.VsMakedumpfile = vs != ""
 	return m, nil
 }
 

@@ -2,7 +2,7 @@
 // capture kernel never needs, kept out of the dump binary so that it stays
 // small (no plotting libraries, fonts or image codecs in an initramfs):
 //
-//	pagepipe-bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile] [--out DIR] VMCORE
+//	pagepipe-bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile|PATH] [--out DIR] VMCORE
 //	pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA | --shape NAME] OUTPUT
 //
 // The first is the scaling study (docs/scaling.md): it runs the pagepipe

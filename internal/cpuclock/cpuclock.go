@@ -25,13 +25,36 @@ func (u Usage) Total() time.Duration { return u.User + u.Sys }
 // Sub is the usage between an earlier reading o and u.
 func (u Usage) Sub(o Usage) Usage { return Usage{u.User - o.User, u.Sys - o.Sys} }
 
-// Thread returns the calling OS thread's user and system time
-// (getrusage(RUSAGE_THREAD)). Only meaningful on a goroutine locked to its
-// thread (runtime.LockOSThread). The sum is the scheduler's exact runtime;
-// the split between user and system time is the kernel's tick-sampled
-// estimate, so it is only right over many ticks (a pass, not a chunk).
+// Thread returns the calling OS thread's user and system time. Only
+// meaningful on a goroutine locked to its thread (runtime.LockOSThread).
+//
+// The total is exact: clock_gettime(CLOCK_THREAD_CPUTIME_ID) brings the
+// running thread's time up to date. getrusage(RUSAGE_THREAD) alone does
+// not: it returns the time as of the thread's last tick or switch, so a
+// reading after a short stretch of work (one chunk's write) missed it and
+// the next interval, a wait, got it instead. The split between user and
+// system time is getrusage's, the kernel's tick-sampled estimate, so it is
+// only right over many ticks (a pass, not a chunk).
 func Thread() Usage {
-	return rusage(unix.RUSAGE_THREAD)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return rusage(unix.RUSAGE_THREAD) // cannot fail on Linux
+	}
+	total := time.Duration(ts.Nano())
+	u := rusage(unix.RUSAGE_THREAD)
+	u.Sys = min(u.Sys, total)
+	u.User = total - u.Sys
+	return u
+}
+
+// ThreadTotal is the calling OS thread's CPU time, exact: one
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID), half the cost of Thread.
+func ThreadTotal() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return rusage(unix.RUSAGE_THREAD).Total() // cannot fail on Linux
+	}
+	return time.Duration(ts.Nano())
 }
 
 // Process returns the process's user and system time so far, every thread
