@@ -77,16 +77,23 @@ func readersReadEveryPage(t *testing.T, vmcore, peer string, argLists [][]string
 	t.Helper()
 	for _, args := range argLists {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
-			ours := dump(t, "pagepipe", vmcore, args...)
-			want := judge.ExpectedPages(t, vmcore, dump(t, peer, vmcore, args...))
-			ranges := judge.AllPFNs(t, ours)
-			if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
-				t.Errorf("libkdumpfile:\n%s", d)
-			}
-			if d := want.Diff(judge.Drgn(t, ours, ranges)); d != "" {
-				t.Errorf("drgn:\n%s", d)
-			}
+			readersRead(t, vmcore, dump(t, "pagepipe", vmcore, args...), dump(t, peer, vmcore, args...))
 		})
+	}
+}
+
+// readersRead checks that libkdumpfile and drgn read every page of the
+// dump ours equal to vmcore, and find exactly the pages the dump
+// reference holds.
+func readersRead(t *testing.T, vmcore, ours, reference string) {
+	t.Helper()
+	want := judge.ExpectedPages(t, vmcore, reference)
+	ranges := judge.AllPFNs(t, ours)
+	if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
+		t.Errorf("libkdumpfile:\n%s", d)
+	}
+	if d := want.Diff(judge.Drgn(t, ours, ranges)); d != "" {
+		t.Errorf("drgn:\n%s", d)
 	}
 }
 
@@ -103,19 +110,29 @@ func crashSame(t *testing.T, crash, vmlinux, vmcore, peer string, argLists [][]s
 	t.Helper()
 	for _, args := range argLists {
 		t.Run(strings.Join(args, ""), func(t *testing.T) {
-			cmds := []string{"sys", "log", "ps", "kmem -i"}
-			ours := judge.CrashBy(t, crash, vmlinux, dump(t, "pagepipe", vmcore, args...), cmds...)
-			theirs := judge.CrashBy(t, crash, vmlinux, dump(t, peer, vmcore, args...), cmds...)
-			if ours != theirs {
-				t.Fatalf("crash output differs:\n--- pagepipe\n%s\n--- makedumpfile\n%s", head(ours, 40), head(theirs, 40))
-			}
-			for _, want := range []string{"RELEASE: ", "MEMORY: 1 GB", "CPUS: 2", "Linux version"} {
-				if !strings.Contains(ours, want) {
-					t.Errorf("crash output lacks %q:\n%s", want, head(ours, 20))
-				}
-			}
+			crashAgrees(t, crash, vmlinux, dump(t, "pagepipe", vmcore, args...), dump(t, peer, vmcore, args...),
+				"RELEASE: ", "MEMORY: 1 GB", "CPUS: 2", "Linux version")
 		})
 	}
+}
+
+// crashAgrees checks that crash (a program name or path) prints the same
+// sys, log, ps and kmem -i for the dump ours as for theirs, and that the
+// output holds each of wants; it returns the output.
+func crashAgrees(t *testing.T, crash, vmlinux, ours, theirs string, wants ...string) string {
+	t.Helper()
+	cmds := []string{"sys", "log", "ps", "kmem -i"}
+	a := judge.CrashBy(t, crash, vmlinux, ours, cmds...)
+	b := judge.CrashBy(t, crash, vmlinux, theirs, cmds...)
+	if a != b {
+		t.Fatalf("crash output differs:\n--- pagepipe\n%s\n--- makedumpfile\n%s", head(a, 40), head(b, 40))
+	}
+	for _, want := range wants {
+		if !strings.Contains(a, want) {
+			t.Errorf("crash output lacks %q:\n%s", want, head(a, 20))
+		}
+	}
+	return a
 }
 
 func head(s string, n int) string {

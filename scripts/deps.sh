@@ -2,7 +2,8 @@
 # Installs the Debian packages pagepipe's tests use, when they are missing:
 # the real peers that judge its dumps (makedumpfile, crash, libkdumpfile,
 # drgn), liblzo2 for the LZO cross-checks, what the real-kernel fixture
-# maker boots (QEMU, Debian's kernel, busybox), Debian's kdump-tools,
+# maker boots (QEMU, Debian's kernel, busybox; kexec-tools, whose kexec -p
+# loads the capture kernel in fixtures/make-capture.sh), Debian's kdump-tools,
 # whose kdump-config e2e/distro_test.go runs against the fixture, and what
 # packaging/ builds and checks pagepipe's packages with: debootstrap (the
 # minimal Debian system they are installed into), lintian, and rpm (for
@@ -14,7 +15,7 @@ pkgs=(
 	makedumpfile crash python3-libkdumpfile python3-drgn
 	liblzo2-dev zlib1g-dev libsnappy-dev libzstd-dev gcc
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
-	kdump-tools
+	kdump-tools kexec-tools
 	debootstrap lintian rpm
 	qemu-user-static qemu-system-arm
 )
@@ -26,6 +27,11 @@ done
 
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+if [[ " ${missing[*]} " == *" kexec-tools "* ]]; then
+	# kexec -p is run inside the fixtures' guests only: the package must not
+	# load a kexec kernel on this machine at reboot.
+	echo 'kexec-tools kexec-tools/load_kexec boolean false' | debconf-set-selections
+fi
 if [[ " ${missing[*]} " == *" kdump-tools "* ]]; then
 	# The tests only need kdump-config; installing kdump-tools must not arm
 	# kdump on this machine:

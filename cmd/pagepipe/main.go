@@ -177,9 +177,10 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, err)
 		}
 	}
-	if o.cpus != "" {
-		c.debug("%s\n", cpuset.Report())
-	}
+	// The CPUs and workers the dump ran with: without --cpus and
+	// --num-threads they are the CPUs the kernel brought up (nr_cpus= in a
+	// capture kernel), which a test on a real capture kernel reads here.
+	c.debug("%s; workers %d\n", cpuset.Report(), o.threads)
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
 	} else {
