@@ -97,7 +97,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if r.Makedumpfile, err = exec.LookPath(*vs); err != nil {
 			return failf("--vs %s: %s", *vs, oneLine(err))
 		}
-		st.Makedumpfile = makedumpfileVersion(r.Makedumpfile)
+		if st.Makedumpfile, err = makedumpfileVersion(r.Makedumpfile); err != nil {
+			return failf("--vs %q: only makedumpfile can be compared (%s)", *vs, oneLine(err))
+		}
 	}
 	if r.BytesIn, err = memoryBytes(vmcore); err != nil {
 		return failf("%s", oneLine(err))
@@ -201,10 +203,16 @@ func memoryBytes(vmcore string) (int64, error) {
 	return int64(present.Count(0, present.Len())) * source.PageSize, nil
 }
 
-func makedumpfileVersion(path string) string {
+// makedumpfileVersion returns the first line of PATH -v, which must be
+// makedumpfile's "makedumpfile: version X" line.
+func makedumpfileVersion(path string) (string, error) {
 	out, _ := exec.Command(path, "-v").CombinedOutput()
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line
+	// Any other program given to --vs would be timed as if it dumped.
+	if !strings.HasPrefix(line, "makedumpfile: version ") {
+		return "", fmt.Errorf("%s -v printed %q, not makedumpfile's version line", path, line)
+	}
+	return line, nil
 }
 
 // generatedVmcore returns a generated vmcore of sizeMiB after profile,
