@@ -39,16 +39,7 @@ func TestRealExcludeVmemmap(t *testing.T) {
 	ours := dump(t, "pagepipe", vmcore, args...)
 	plain := dump(t, "pagepipe", vmcore, "-d", "31")
 
-	d, err := source.OpenDump(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	p, err := source.OpenDump(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	d, p := openDump(t, ours), openDump(t, plain)
 	if d.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 || p.Header.Status&kdumpfmt.StatusExcludedVmemmap != 0 {
 		t.Errorf("status %#x with -e, %#x without", d.Header.Status, p.Header.Status)
 	}
@@ -119,4 +110,15 @@ func lineDiff(a, b string, n int) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// openDump opens a kdump file for the rest of the test.
+func openDump(t *testing.T, path string) *source.Dump {
+	t.Helper()
+	d, err := source.OpenDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

@@ -166,16 +166,7 @@ func (v *VMCOREINFO) NumberUnsigned(name string) (uint64, bool) {
 // RequireNumberUnsigned is NumberUnsigned with an error naming the absent
 // or malformed key.
 func (v *VMCOREINFO) RequireNumberUnsigned(name string) (uint64, error) {
-	key := numberKey(name)
-	s, ok := v.values[key]
-	if !ok {
-		return 0, fmt.Errorf("vmcoreinfo: %w %s", ErrMissingKey, key)
-	}
-	n, err := parseUnsigned(s)
-	if err != nil {
-		return 0, fmt.Errorf("vmcoreinfo: %s: %w", key, err)
-	}
-	return n, nil
+	return require(v, numberKey(name), parseUnsigned)
 }
 
 // Value parses the value of any decimal-or-hexadecimal key (SIZE, OFFSET,
@@ -193,14 +184,20 @@ func (v *VMCOREINFO) Value(key string) (int64, bool) {
 // RequireSymbol is Symbol with an error naming the key when it is absent
 // (wrapping ErrMissingKey) or malformed.
 func (v *VMCOREINFO) RequireSymbol(name string) (uint64, error) {
-	key := symbolKey(name)
+	return require(v, symbolKey(name), parseHex)
+}
+
+// require parses key's value with parse, with an error naming the key when
+// it is absent (wrapping ErrMissingKey) or malformed.
+func require[T any](v *VMCOREINFO, key string, parse func(string) (T, error)) (T, error) {
+	var zero T
 	s, ok := v.values[key]
 	if !ok {
-		return 0, fmt.Errorf("vmcoreinfo: %w %s", ErrMissingKey, key)
+		return zero, fmt.Errorf("vmcoreinfo: %w %s", ErrMissingKey, key)
 	}
-	n, err := parseHex(s)
+	n, err := parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("vmcoreinfo: %s: %w", key, err)
+		return zero, fmt.Errorf("vmcoreinfo: %s: %w", key, err)
 	}
 	return n, nil
 }
@@ -227,15 +224,7 @@ func (v *VMCOREINFO) RequireNumber(name string) (int64, error) {
 
 // RequireValue is Value with an error naming the absent or malformed key.
 func (v *VMCOREINFO) RequireValue(key string) (int64, error) {
-	s, ok := v.values[key]
-	if !ok {
-		return 0, fmt.Errorf("vmcoreinfo: %w %s", ErrMissingKey, key)
-	}
-	n, err := parseNumber(s)
-	if err != nil {
-		return 0, fmt.Errorf("vmcoreinfo: %s: %w", key, err)
-	}
-	return n, nil
+	return require(v, key, parseNumber)
 }
 
 func symbolKey(name string) string { return "SYMBOL(" + name + ")" }
