@@ -104,15 +104,18 @@ func Find(m Memory, vi *kernel.VMCOREINFO) (*Set, error) {
 	f.tables()
 	f.class("page tables")
 
-	if err := f.image(); err != nil {
+	syms, err := readKallsyms(vi, tr, "__per_cpu_offset", "__per_cpu_start", "pcpu_unit_size", "current_task", "pcpu_hot", "_etext")
+	if err != nil {
+		f.missing("per-cpu areas, the CPUs' current tasks and the end of the kernel text: %v", err)
+	}
+	// The image's text goes last: crash reads code from the vmlinux, not
+	// from the dump, and it is a third of the image.
+	text, err := f.image(syms["_etext"])
+	if err != nil {
 		f.missing("kernel image: %v", err)
 	}
-	f.class("kernel image")
+	f.class("kernel data")
 
-	syms, err := readKallsyms(vi, tr, "__per_cpu_offset", "__per_cpu_start", "pcpu_unit_size", "current_task", "pcpu_hot")
-	if err != nil {
-		f.missing("per-cpu areas and the CPUs' current tasks: %v", err)
-	}
 	_, cpus, _, _ := m.Notes()
 	var offsets []uint64
 	if syms != nil {
@@ -139,6 +142,8 @@ func Find(m Memory, vi *kernel.VMCOREINFO) (*Set, error) {
 	}
 	f.stacks()
 	f.class("tasks and stacks")
+	f.take(text)
+	f.class("kernel text")
 	f.s.Missing = append(f.s.Missing, slabMissing)
 	return f.s, nil
 }
@@ -229,11 +234,12 @@ const imageAlign = 2 << 20
 // image takes the kernel image — text, rodata, data, bss and brk — from
 // the page tables: the pages mapped from _stext's 2 MiB block on, up to
 // the first address not mapped (the kernel unmaps its image mapping past
-// the image, x86_64's cleanup_highmap).
-func (f *finder) image() error {
+// the image, x86_64's cleanup_highmap). The text's pages, [_stext, etext)
+// (etext 0: unknown, the whole image is taken), are returned instead.
+func (f *finder) image(etext uint64) (text []uint64, err error) {
 	stext, ok := f.vi.Symbol("_stext")
 	if !ok {
-		return errors.New("VMCOREINFO has no SYMBOL(_stext)")
+		return nil, errors.New("VMCOREINFO has no SYMBOL(_stext)")
 	}
 	limit := uint64(1 << 30)
 	if n, ok := f.vi.NumberUnsigned("KERNEL_IMAGE_SIZE"); ok && n > 0 {
@@ -245,11 +251,15 @@ func (f *finder) image() error {
 			if va < stext {
 				continue
 			}
-			return nil
+			return text, nil
 		}
-		f.add(pa)
+		if va >= stext && va < etext {
+			text = append(text, pa/f.page)
+		} else {
+			f.add(pa)
+		}
 	}
-	return nil
+	return text, nil
 }
 
 // perCPU takes every online CPU's per-cpu area: __per_cpu_offset[cpu]
