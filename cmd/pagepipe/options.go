@@ -47,7 +47,7 @@ type options struct {
 	sizeLimit      int64 // -L, bytes
 	mapSizeSet     bool  // --map-size given: read through mmap windows
 	zeroUnreadable bool
-	priority       string // --priority: "auto", "on" or "off"
+	priority       string   // --priority: "auto", "on" or "off"
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
