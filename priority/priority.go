@@ -355,7 +355,7 @@ func (f *finder) stacks() {
 // prstatus returns the descriptors of the CORE NT_PRSTATUS notes.
 func prstatus(notes []byte) [][]byte {
 	var out [][]byte
-	align := func(n uint32) int { return int((n + 3) &^ 3) }
+	align := func(n uint32) int { return int((uint64(n) + 3) &^ 3) }
 	for len(notes) >= 12 {
 		namesz, descsz, typ := binary.LittleEndian.Uint32(notes), binary.LittleEndian.Uint32(notes[4:]), binary.LittleEndian.Uint32(notes[8:])
 		rest := notes[12:]
