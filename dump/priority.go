@@ -2,6 +2,7 @@ package dump
 
 import (
 	"os"
+	"runtime"
 	"time"
 
 	"pagepipe/priority"
@@ -50,6 +51,10 @@ func (j *job) priorityOrder() *priority.Order {
 		return nil
 	}
 	ord := priority.NewOrder(set, j.in.meta.Dumpable)
+	// The search's garbage (the log's records, the walk's errors) is
+	// collected here, not in the middle of the copy pass; its memory stays
+	// for the copy pass's buffers.
+	runtime.GC()
 	j.res.Priority = PriorityStats{Found: set.Len(), Pages: ord.Len(), Wall: time.Since(start)}
 	j.ev.Notef(Progress, "Priority pages first: %d pages of %d (%s)\n", ord.Len(), j.in.meta.NumDumpable, time.Since(start).Round(time.Millisecond))
 	for _, c := range set.Classes {

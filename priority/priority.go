@@ -205,6 +205,10 @@ func (f *finder) virt(va, n uint64) error {
 func (f *finder) tables() {
 	f.add(f.tr.TopTable())
 	defer func() { f.take(f.rec.off()) }()
+	// A walk that reaches a last-level table has read it: the rest of
+	// the range that table maps (page × page/8 bytes: 2 MiB for 4 KiB
+	// pages) holds no other table, so the walk moves past it.
+	lastLevel := f.page * (f.page / 8)
 	va := f.tr.KernelSpaceStart()
 	for n := 0; n < maxLookups; n++ {
 		step := f.page
@@ -217,6 +221,9 @@ func (f *finder) tables() {
 			step = te.Span
 		case errors.Is(err, kernel.ErrNonCanonical):
 			step = nonCanonicalStep
+		}
+		if step == f.page {
+			step = lastLevel
 		}
 		next := va&^(step-1) + step
 		if next <= va {

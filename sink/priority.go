@@ -49,7 +49,7 @@ func (k *Kdump) SetPriority(set *bitmap.Bitmap) error {
 	if k.meta.Split != nil {
 		return fmt.Errorf("priority: a split file is not prioritised")
 	}
-	k.prio = &prioDescs{set: set}
+	k.prio = &prioDescs{set: set, descs: make([]pfnDesc, 0, set.Count(0, set.Len()))}
 	return nil
 }
 
@@ -62,14 +62,19 @@ func (p *prioDescs) land(pend []byte, c *descChunk) []byte {
 	}
 	if !p.sorted && p.set.Test(c.pfns[0]) {
 		for i, pfn := range c.pfns {
-			var d pfnDesc
-			d.pfn = pfn
+			d := pfnDesc{pfn: pfn}
 			copy(d.desc[:], c.b[i*kdumpfmt.PageDescSize:])
 			p.descs = append(p.descs, d)
 		}
 		return pend
 	}
 	p.sort()
+	last := c.pfns[len(c.pfns)-1]
+	if p.merged == len(p.descs) || p.descs[p.merged].pfn > last {
+		// No priority page among this chunk's pfns: the usual case.
+		p.pendEnd = last + 1
+		return append(pend, c.b[:len(c.pfns)*kdumpfmt.PageDescSize]...)
+	}
 	for i, pfn := range c.pfns {
 		pend = p.mergeBelow(pend, pfn)
 		pend = append(pend, c.b[i*kdumpfmt.PageDescSize:(i+1)*kdumpfmt.PageDescSize]...)
