@@ -247,3 +247,43 @@ func fileSize(t *testing.T, path string) int64 {
 }
 
 func pct(a, b int64) float64 { return 100 * float64(a) / float64(b) }
+
+// On the capture-kernel fixture (a real sysrq panic, /proc/vmcore as the
+// capture kernel saw it; the run capture_test.go makes, shared with it),
+// a prioritised dump cut by -L at 30 % of its bytes shows in crash the
+// panic and the panicking task's whole backtrace, as the complete dump
+// does; the same cut in pfn order does not start a session.
+func TestRealPriorityCapture(t *testing.T) {
+	c := captureRun(t, "judge", 1)
+	vmlinux := fixture.DebugVmlinux(t)
+	ref := dump(t, "pagepipe", c.Vmcore(), "-l", "-d", "31")
+	size := fileSize(t, ref)
+	prio, perr, pb := cutDump(t, "size limit", c.Vmcore(), size*30/100, true)
+	pfn, ferr, fb := cutDump(t, "size limit", c.Vmcore(), size*30/100, false)
+	exitedIncomplete(t, perr, pb)
+	exitedIncomplete(t, ferr, fb)
+	cmds := marked([]string{"sys", "bt"})
+	whole, err := judge.CrashRun(nil, vmlinux, ref, cmds...)
+	if err != nil {
+		t.Fatalf("crash on the complete dump: %v\n%s", err, head(whole, 30))
+	}
+	p, f, _, _ := crashPair([]string{"--zero_excluded"}, vmlinux, prio, pfn, cmds...)
+	if strings.Contains(f, "=CMD") {
+		t.Errorf("crash started a session on the pfn-order cut:\n%s", head(f, 30))
+	}
+	got, want := crashSections(p), crashSections(whole)
+	if !strings.Contains(want["sys"], `PANIC: "Kernel panic - not syncing: sysrq triggered crash"`) || !strings.Contains(want["bt"], "sysrq_handle_crash") {
+		t.Fatalf("the complete dump does not show the sysrq panic:\n%s", whole)
+	}
+	if got["bt"] != want["bt"] {
+		t.Errorf("bt on the cut prioritised dump:\n%s\nwant, as on the complete dump:\n%s", got["bt"], want["bt"])
+	}
+	for _, l := range strings.Split(want["sys"], "\n") {
+		if strings.Contains(l, "RELEASE:") || strings.Contains(l, "PANIC:") {
+			if !strings.Contains(got["sys"], l) {
+				t.Errorf("sys on the cut prioritised dump lacks %q:\n%s", l, got["sys"])
+			}
+		}
+	}
+	t.Logf("capture kernel, -L at 30 %% (%d bytes): sys and the panicking task's bt as on the complete dump:\n%s", fileSize(t, prio), got["bt"])
+}
