@@ -119,8 +119,9 @@ func bigMappings(path string, minKB int64) (string, error) {
 // the capture kernel: at most twice makedumpfile's plus 16 MiB. The peak
 // is the rusage's (busybox time's, corrected: internal/fixture's
 // TestBusyboxTimeMaxRSS); the VmHWM sampled from /proc/PID/status while
-// pagepipe ran must agree with it (at most the peak, at least 3/4 of it:
-// the samples are 0.5 s apart), or the correction is wrong.
+// pagepipe ran must agree with it (at most the peak, give or take the
+// kernel's lazily summed counters, at least 3/4 of it: the samples are
+// 0.5 s apart), or the correction is wrong.
 func rssGoal(t *testing.T, c fixture.Capture) {
 	t.Helper()
 	pp, mdf := rssPair(c)
@@ -129,7 +130,7 @@ func rssGoal(t *testing.T, c fixture.Capture) {
 			t.Errorf("%s: no memory sample taken in the capture kernel", r.Name)
 			continue
 		}
-		if r.HWMKB > r.RSSKB+64 || 4*r.HWMKB < 3*r.RSSKB {
+		if r.HWMKB > r.RSSKB+r.RSSKB/20+256 || 4*r.HWMKB < 3*r.RSSKB {
 			t.Errorf("%s: VmHWM sampled %d kB against a peak RSS of %d KiB by rusage: they should agree", r.Name, r.HWMKB, r.RSSKB)
 		}
 	}
