@@ -181,6 +181,14 @@ type Events interface {
 	Notef(c Class, format string, a ...any)
 }
 
+// debugging reports whether ev prints Debug notes: an Events with a
+// Wants(Class) bool method says; others are taken not to, so that what
+// only a debug message needs (every mmap window's extent) is not kept.
+func debugging(ev Events) bool {
+	w, ok := ev.(interface{ Wants(Class) bool })
+	return ok && w.Wants(Debug)
+}
+
 // silent is the Events of a nil argument.
 type silent struct{}
 

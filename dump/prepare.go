@@ -53,6 +53,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	switch m := v.(type) {
 	case *source.Vmcore:
 		in.vmcore = m
+		if debugging(ev) {
+			m.MapStats().KeepWindows() // named in the copy pass's debug lines
+		}
 	case *source.Dump:
 		dump = m
 	case interface{ Unwrap() *source.Dump }:

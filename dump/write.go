@@ -164,6 +164,9 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 			j.ev.Notef(Debug, " (first: %v)", err)
 		}
 		j.ev.Notef(Debug, "\n")
+		for _, w := range s.MappedWindows() {
+			j.ev.Notef(Debug, "mmap: window 0x%x-0x%x\n", w.Off, w.Off+w.Len)
+		}
 	}
 	if n := j.res.Copy.Unreadable; n > 0 {
 		j.ev.Notef(Common, "WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)

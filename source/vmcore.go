@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -26,9 +27,38 @@ type Vmcore struct {
 // MapStats counts how the readers' mmap windows fared: Windows mapped,
 // and Failed maps, whose bytes were read with pread instead (that window
 // only: the next one is mapped again). FirstError is the first failure.
+// After KeepWindows, every mapped window's extent is kept too.
 type MapStats struct {
 	Windows, Failed atomic.Uint64
 	firstErr        atomic.Pointer[error]
+	keep            atomic.Bool
+	mu              sync.Mutex
+	spans           []Window
+}
+
+// Window is one mapped window: Len bytes of the vmcore file from Off.
+type Window struct{ Off, Len uint64 }
+
+// KeepWindows makes the readers keep the extent of every window they map
+// from now on (16 bytes a window), for a debug report that shows, on the
+// real /proc/vmcore, that no window crosses a PT_LOAD's end.
+func (s *MapStats) KeepWindows() { s.keep.Store(true) }
+
+// MappedWindows is every window mapped since KeepWindows, in the order
+// they were mapped.
+func (s *MapStats) MappedWindows() []Window {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Window(nil), s.spans...)
+}
+
+func (s *MapStats) mapped(off, n uint64) {
+	s.Windows.Add(1)
+	if s.keep.Load() {
+		s.mu.Lock()
+		s.spans = append(s.spans, Window{off, n})
+		s.mu.Unlock()
+	}
 }
 
 // FirstError is the first map failure, or nil.
@@ -345,7 +375,7 @@ func (r *PageReader) remap(e extent, off, n uint64) error {
 		if w, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
 			_ = unix.Madvise(w, unix.MADV_SEQUENTIAL)
 			r.win, r.winOff = w, start
-			r.v.maps.Windows.Add(1)
+			r.v.maps.mapped(start, stop-start)
 			return nil
 		}
 	}

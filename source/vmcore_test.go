@@ -18,6 +18,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 		for _, mapSize := range []int{PageSize, 3 * PageSize, 64 << 10, DefaultMapSize} {
 			t.Run(fmt.Sprintf("%s/%d", shape, mapSize), func(t *testing.T) {
 				v, _ := openShape(t, shape)
+				v.MapStats().KeepWindows()
 				r := v.NewReader(mapSize, true).(*PageReader)
 				defer r.Close()
 				_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
@@ -52,6 +53,11 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 				}
 				if v.MapStats().Windows.Load() == 0 || v.MapStats().Failed.Load() != 0 {
 					t.Errorf("%d windows mapped, %d failed (%v)", v.MapStats().Windows.Load(), v.MapStats().Failed.Load(), v.MapStats().FirstError())
+				}
+				// What the debug lines name: every window mapped, as mapped.
+				kept := v.MapStats().MappedWindows()
+				if len(kept) == 0 || uint64(len(kept)) != v.MapStats().Windows.Load() || kept[len(kept)-1] != (Window{r.winOff, uint64(len(r.win))}) {
+					t.Errorf("kept %d windows (%+v) of %d mapped, the last [%#x, +%#x)", len(kept), kept, v.MapStats().Windows.Load(), r.winOff, len(r.win))
 				}
 			})
 		}

@@ -201,6 +201,13 @@ func (c *console) End(label string, took time.Duration) {
 	}
 }
 
+// Wants reports whether the message level prints debug messages (the
+// engine keeps what only a debug message names when it does); other
+// classes are filtered as they are printed.
+func (c *console) Wants(class dump.Class) bool {
+	return class != dump.Debug || c.level&mlDebug != 0
+}
+
 // Notef prints a message of its class.
 func (c *console) Notef(class dump.Class, format string, a ...any) {
 	switch class {
