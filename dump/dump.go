@@ -88,11 +88,12 @@ type Options struct {
 	// zeros, counts it (Result.Copy.Unreadable) and goes on.
 	ZeroUnreadable bool
 	// WorkDir and CyclicBufferKiB are makedumpfile's --work-dir (set or
-	// not) and --cyclic-buffer: pagepipe keeps its bitmaps in memory
-	// regardless, but they decide, as in makedumpfile, whether the bitmaps
-	// are built in one cycle, and so whether a PT_LOAD's partial last page
-	// is present (filter.Cycle) and what an ELF dump keeps past mem_map
-	// (dump/compat.go).
+	// not) and --cyclic-buffer: they decide, as in makedumpfile, whether
+	// makedumpfile would build the bitmaps in one cycle, and so whether a
+	// PT_LOAD's partial last page is present (filter.Cycle) and what an
+	// ELF dump keeps past mem_map (dump/compat.go). CyclicBufferKiB is
+	// also the budget of pagepipe's own cycles (filter.NewPlan's window;
+	// 0: from the available memory), which change no byte.
 	WorkDir         bool
 	CyclicBufferKiB int
 	// ExcludeVmemmap is makedumpfile's -e: the vmemmap pages that describe

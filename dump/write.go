@@ -153,6 +153,11 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 	}
 	var err error
 	j.res.Copy, err = pipeline.Run(ctx, cfg)
+	if err == nil {
+		// The 2nd bitmap made in cycles: a cycle that could not be made
+		// again ended the pfns early.
+		err = j.in.plan.Dumpable.Err()
+	}
 	if err != nil {
 		return err
 	}

@@ -85,11 +85,16 @@ const unitPages = bitmap.BlockPfns
 const piecePages = unitPages
 
 // spill is an exclusion that runs past the end of the unit that found it
-// (a compound page or free block crossing into the next section); spills
-// are applied after every worker has finished.
+// (a compound page or free block crossing into the next section): spills
+// are applied after every unit of the pfns being made has been scanned.
+// An edge spill is one that runs past the end of a cycle (a window of the
+// 2nd bitmap, see Plan) but not past its unit: without cycles it would
+// have been cleared before the rest of its unit was scanned, so it is
+// applied before the next cycle's scan.
 type spill struct {
 	lo, hi  uint64
 	counter func(*Counts) *uint64
+	edge    bool
 }
 
 // unit is a piece of one section, within one bitmap block.
@@ -118,12 +123,15 @@ func workUnits(sections []kernel.Section) [][]unit {
 	return blocks
 }
 
-// scan classifies every struct page and clears excluded pfns from dumpable,
-// on workers goroutines over pfn ranges. It also returns the workers' CPU
-// time, each read on its own OS thread (the goroutines are locked to them)
-// when it starts and ends.
-func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int) (Counts, cpuclock.Usage, error) {
-	blocks := workUnits(k.MemMap.Sections)
+// scan classifies the struct pages of the pfns [lo, hi) of groups (what
+// workUnits made) and clears the excluded pfns in dumpable, on workers
+// goroutines; the spills past the units (or past hi) are returned, not
+// applied. It also returns the workers' CPU time, each read on its own OS
+// thread (the goroutines are locked to them) when it starts and ends.
+func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, groups [][]unit, lo, hi uint64) (Counts, []spill, cpuclock.Usage, error) {
+	first, _ := slices.BinarySearchFunc(groups, lo/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
+	last, _ := slices.BinarySearchFunc(groups, (hi+unitPages-1)/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
+	blocks := groups[first:last]
 	var (
 		mu     sync.Mutex
 		total  Counts
@@ -160,7 +168,11 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r}
 			for b := range work {
 				for _, u := range b {
-					if err := s.unit(u.sec, u.lo, u.hi); err != nil {
+					ulo, uhi := max(u.lo, lo), min(u.hi, hi)
+					if ulo >= uhi {
+						continue
+					}
+					if err := s.unit(u.sec, ulo, uhi, u.hi); err != nil {
 						return err
 					}
 				}
@@ -173,12 +185,9 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Counts{}, cpu.Load(), err
+		return Counts{}, nil, cpu.Load(), err
 	}
-	for _, sp := range spills {
-		*sp.counter(&total) += clearCount(dumpable, sp.lo, sp.hi)
-	}
-	return total, cpu.Load(), nil
+	return total, spills, cpu.Load(), nil
 }
 
 // clearCount clears [lo, hi) and returns how many pfns were set.
@@ -199,21 +208,24 @@ type scanner struct {
 	buf    []byte // for struct pages that are not physically contiguous; made on first need
 	counts Counts
 	spills []spill
-	hi     uint64 // end of the current unit
+	hi     uint64 // end of the pfns of the current unit being scanned
+	unitHi uint64 // end of the current unit (past hi when a cycle ends in it)
 }
 
-// unit classifies the pfns [lo, hi) of sec, reading their struct pages
-// piecePages at a time. A head page's order and hugetlb mark are in the
-// next struct page; a compound head is aligned to its size, so its next
-// struct page is always in the same piece, as it is always in
-// makedumpfile's 512-entry batch.
-func (s *scanner) unit(sec kernel.Section, lo, hi uint64) error {
-	s.hi = hi
+// unit classifies the pfns [lo, hi) of sec's unit ending at unitHi,
+// reading their struct pages piecePages at a time. A head page's order and
+// hugetlb mark are in the next struct page; a compound head is aligned to
+// its size, so its next struct page is always in the same piece, as it is
+// always in makedumpfile's 512-entry batch. When a cycle ends within the
+// unit (hi < unitHi) the struct page past hi is read too, so that the
+// last pfn is classified as it is without cycles.
+func (s *scanner) unit(sec kernel.Section, lo, hi, unitHi uint64) error {
+	s.hi, s.unitHi = hi, unitHi
 	size := s.l.Size
 	for p := lo; p < hi; p += piecePages {
 		end := min(p+piecePages, hi)
 		vaddr := sec.MemMap + (p-sec.StartPFN)*size
-		n := int((end - p) * size)
+		n := int((min(end+1, unitHi) - p) * size)
 		buf, err := s.tr.SliceVirt(s.r, vaddr, n, &s.buf)
 		if err != nil {
 			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
@@ -276,12 +288,18 @@ func userCounter(c *Counts) *uint64         { return &c.User }
 func hwpoisonCounter(c *Counts) *uint64     { return &c.Hwpoison }
 func offlineCounter(c *Counts) *uint64      { return &c.Offline }
 
-// exclude leaves out [pfn, pfn+n): the part in this unit at once, the rest
-// as a spill.
+// exclude leaves out [pfn, pfn+n): the part in the pfns being scanned at
+// once, the rest as spills (an edge spill up to the unit's end, when a
+// cycle ends within it).
 func (s *scanner) exclude(pfn, n uint64, counter func(*Counts) *uint64) {
 	end := pfn + n
 	if end > s.hi {
-		s.spills = append(s.spills, spill{s.hi, end, counter})
+		if s.hi < s.unitHi {
+			s.spills = append(s.spills, spill{s.hi, min(end, s.unitHi), counter, true})
+		}
+		if end > s.unitHi {
+			s.spills = append(s.spills, spill{s.unitHi, end, counter, false})
+		}
 		end = s.hi
 	}
 	*counter(&s.counts) += clearCount(s.m, pfn, end)

@@ -55,7 +55,7 @@ func TestScanMatchesTruth(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, workers := range []int{1, 3} {
-					plan, err := filter.NewPlan(context.Background(), v, level, k, workers, source.PartialPages{})
+					plan, err := filter.NewPlan(context.Background(), v, level, k, workers, source.PartialPages{}, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -91,7 +91,7 @@ func TestScanMatchesMakedumpfile61(t *testing.T) {
 			}
 			defer d.Close()
 			defer os.Remove(out)
-			plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{})
+			plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
