@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"iter"
 	"math/bits"
+	"sync"
 )
 
 // BlockPfns is the number of pfns in one block of words, blocks starting
@@ -63,6 +64,12 @@ type window struct {
 	lo, hi uint64 // the pfns held; lo == hi: none yet
 	fills  int
 	err    error
+	// spare are the blocks of windows dropped, for the next ones: a
+	// window allocates nothing once the first is made, so a cycle leaves
+	// no garbage for the collector (whose heap would grow to twice the
+	// window). Fillers' goroutines take them under mu.
+	mu    sync.Mutex
+	spare []*block
 }
 
 // NewWindowed returns a bitmap of n pfns that holds at most size of them
@@ -119,21 +126,43 @@ func (m *Bitmap) hold(pfn uint64) uint64 {
 		return w.hi
 	}
 	if w.lo < w.hi {
-		for i := w.lo / blockBits; i <= (w.hi-1)/blockBits; i++ {
-			m.blocks[i] = nil
-		}
+		m.drop(w.lo, w.hi)
 	}
 	w.lo = pfn / w.size * w.size
 	w.hi = min(w.lo+w.size, m.n)
 	if w.err == nil {
 		w.fills++
 		if w.err = w.fill(m, w.lo, w.hi); w.err != nil {
-			for i := w.lo / blockBits; i <= (w.hi-1)/blockBits; i++ {
-				m.blocks[i] = nil
-			}
+			m.drop(w.lo, w.hi)
 		}
 	}
 	return w.hi
+}
+
+// drop empties the blocks of the pfns [lo, hi), keeping their memory for
+// the next window.
+func (m *Bitmap) drop(lo, hi uint64) {
+	for i := lo / blockBits; i <= (hi-1)/blockBits; i++ {
+		if b := m.blocks[i]; b != nil && b != full {
+			m.win.spare = append(m.win.spare, b)
+		}
+		m.blocks[i] = nil
+	}
+}
+
+// newBlock is a block of zeros: a spare one of a windowed bitmap, else new.
+func (m *Bitmap) newBlock() *block {
+	if w := m.win; w != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if n := len(w.spare); n > 0 {
+			b := w.spare[n-1]
+			w.spare = w.spare[:n-1]
+			*b = block{}
+			return b
+		}
+	}
+	return new(block)
 }
 
 // CopyRange copies the pfns [lo, hi) of src (of the same length) into m,
@@ -512,10 +541,11 @@ func (m *Bitmap) word(w uint64) uint64 {
 func (m *Bitmap) writable(i uint64) *block {
 	switch b := m.blocks[i]; b {
 	case nil:
-		m.blocks[i] = new(block)
+		m.blocks[i] = m.newBlock()
 	case full:
-		cp := *full
-		m.blocks[i] = &cp
+		nb := m.newBlock()
+		*nb = *full
+		m.blocks[i] = nb
 	}
 	return m.blocks[i]
 }

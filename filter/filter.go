@@ -119,6 +119,7 @@ func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, work
 			return nil, err
 		}
 	} else {
+		c.pool = &scanners{}
 		p.Dumpable = bitmap.NewWindowed(p.MaxMapnr, window, func(m *bitmap.Bitmap, lo, hi uint64) error {
 			m.CopyRange(c.base, lo, hi)
 			return c.make(m, lo, hi)
@@ -148,6 +149,7 @@ type cycles struct {
 	spills []spill
 	counts Counts
 	cpu    cpuclock.Usage
+	pool   *scanners // nil when all is made at once
 }
 
 // make scans the pfns [lo, hi) of m, which holds them as the PT_LOADs
@@ -167,7 +169,7 @@ func (c *cycles) make(m *bitmap.Bitmap, lo, hi uint64) error {
 		}
 	}
 	apply(true)
-	got, spills, cpu, err := c.k.scan(c.ctx, c.level, m, c.workers, c.groups, lo, hi)
+	got, spills, cpu, err := c.k.scan(c.ctx, c.level, m, c.workers, c.groups, lo, hi, c.pool)
 	if err != nil {
 		return fmt.Errorf("exclude unnecessary pages: %w", err)
 	}

@@ -128,7 +128,7 @@ func workUnits(sections []kernel.Section) [][]unit {
 // goroutines; the spills past the units (or past hi) are returned, not
 // applied. It also returns the workers' CPU time, each read on its own OS
 // thread (the goroutines are locked to them) when it starts and ends.
-func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, groups [][]unit, lo, hi uint64) (Counts, []spill, cpuclock.Usage, error) {
+func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, groups [][]unit, lo, hi uint64, pool *scanners) (Counts, []spill, cpuclock.Usage, error) {
 	first, _ := slices.BinarySearchFunc(groups, lo/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
 	last, _ := slices.BinarySearchFunc(groups, (hi+unitPages-1)/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
 	blocks := groups[first:last]
@@ -158,14 +158,11 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	for range max(min(workers, len(blocks), runtime.GOMAXPROCS(0)), 1) {
 		g.Go(func() error {
 			defer cpu.Measure()()
-			tr, err := k.mem.Arch().NewTranslator(k.mem, k.VMCOREINFO)
+			s, err := pool.get(k, level, dumpable)
 			if err != nil {
 				return err
 			}
-			// pread, not mmap: see piecePages.
-			r := k.mem.NewReader(source.DefaultMapSize, false)
-			defer r.Close()
-			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r}
+			defer pool.put(s)
 			for b := range work {
 				for _, u := range b {
 					ulo, uhi := max(u.lo, lo), min(u.hi, hi)
@@ -181,6 +178,7 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 			total.add(s.counts)
 			spills = append(spills, s.spills...)
 			mu.Unlock()
+			s.counts, s.spills = Counts{}, nil
 			return nil
 		})
 	}
@@ -188,6 +186,44 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 		return Counts{}, nil, cpu.Load(), err
 	}
 	return total, spills, cpu.Load(), nil
+}
+
+// scanners keeps the scan workers' state (page-table walk, reader,
+// buffers) from one cycle to the next, so that a cycle allocates nothing
+// the next must collect. nil keeps nothing.
+type scanners struct {
+	mu   sync.Mutex
+	free []*scanner
+}
+
+func (p *scanners) get(k *Kernel, level Level, m *bitmap.Bitmap) (*scanner, error) {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if n := len(p.free); n > 0 {
+			s := p.free[n-1]
+			p.free = p.free[:n-1]
+			s.m = m
+			return s, nil
+		}
+	}
+	tr, err := k.mem.Arch().NewTranslator(k.mem, k.VMCOREINFO)
+	if err != nil {
+		return nil, err
+	}
+	// pread, not mmap: see piecePages.
+	r := k.mem.NewReader(source.DefaultMapSize, false)
+	return &scanner{k: k, l: k.Layout, level: level, m: m, tr: tr, r: r, reader: r}, nil
+}
+
+func (p *scanners) put(s *scanner) {
+	if p == nil {
+		s.reader.Close()
+		return
+	}
+	p.mu.Lock()
+	p.free = append(p.free, s)
+	p.mu.Unlock()
 }
 
 // clearCount clears [lo, hi) and returns how many pfns were set.
@@ -205,6 +241,7 @@ type scanner struct {
 	m      *bitmap.Bitmap
 	tr     *kernel.Translator
 	r      kernel.PhysSlicer
+	reader source.Reader // r, to close
 	buf    []byte // for struct pages that are not physically contiguous; made on first need
 	counts Counts
 	spills []spill
