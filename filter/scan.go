@@ -242,7 +242,7 @@ type scanner struct {
 	tr     *kernel.Translator
 	r      kernel.PhysSlicer
 	reader source.Reader // r, to close
-	buf    []byte // for struct pages that are not physically contiguous; made on first need
+	buf    []byte        // for struct pages that are not physically contiguous; made on first need
 	counts Counts
 	spills []spill
 	hi     uint64 // end of the pfns of the current unit being scanned
