@@ -212,6 +212,11 @@ type FilterStats struct {
 	ScanCPU    cpuclock.Usage
 	// Pfns is the plan's max_mapnr: the struct pages the scan covered.
 	Pfns uint64
+	// Cycles is how many cycles the 2nd bitmap was made in (1: held
+	// whole; filter.NewPlan's window), and ScanWall the page scan's wall
+	// time over all of them, each time one was made (Plan.ScanWall).
+	Cycles   int
+	ScanWall time.Duration
 }
 
 // Stats returns what the bench reads about the dump (see Stats), with the
@@ -230,6 +235,8 @@ func (r Result) Stats() Stats {
 		FilterWall:  sec(f.Wall),
 		FilterCPU:   sec(f.ProcessCPU.Total()),
 		ScanCPU:     sec(f.ScanCPU.Total()),
+		Cycles:      f.Cycles,
+		ScanWall:    sec(f.ScanWall),
 		CopyWall:    sec(s.Wall),
 		CopyCPU:     sec(s.ProcessCPU.Total()),
 		ReadCPU:     sec(s.CPU.Read),

@@ -97,6 +97,7 @@ func (j *job) write(ctx context.Context) (Result, error) {
 	}
 	j.res.Written = s.Written()
 	plan := j.in.plan
+	j.res.Filter.Cycles, j.res.Filter.ScanWall = plan.Cycles(), plan.ScanWall()
 	j.res.Pages = Counts{Total: plan.Present.Len(), Original: plan.Present.Count(0, plan.Present.Len()), Excluded: plan.Excluded}
 	j.res.Pages.Excluded.Zero = j.res.Copy.ZeroPages
 	l.report(&j.res)

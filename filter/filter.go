@@ -77,7 +77,19 @@ type Plan struct {
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
 	ScanCPU    cpuclock.Usage
+
+	cycles *cycles
 }
+
+// ScanWall is the wall time the page scan has taken so far: with the 2nd
+// bitmap in cycles, each cycle is scanned again whenever a reader comes
+// to it (NewPlan's count, the headers, the copy pass), and this counts
+// every time, as makedumpfile's STEP lines count both of its scans.
+func (p *Plan) ScanWall() time.Duration { return p.cycles.took }
+
+// Cycles is how many cycles the 2nd bitmap has been made in so far: 1
+// when it is held whole.
+func (p *Plan) Cycles() int { return max(p.Dumpable.Fills(), 1) }
 
 // NewPlan makes the plan: every pfn with data in the vmcore, less what the
 // dump level excludes. k is the crashed kernel as seen through VMCOREINFO,
@@ -111,7 +123,7 @@ func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, work
 	c := &cycles{ctx: ctx, level: level, workers: workers}
 	p.Present, c.base = in.Bitmaps(p.MaxMapnr, pp)
 	if k != nil && k.NeedsScan(level) {
-		c.k, c.groups = k, workUnits(k.MemMap.Sections)
+		c.k = k
 	}
 	if window == 0 || window >= p.MaxMapnr {
 		p.Dumpable = c.base
@@ -129,7 +141,7 @@ func NewPlan(ctx context.Context, in source.Memory, level Level, k *Kernel, work
 	if err := p.Dumpable.Err(); err != nil {
 		return nil, err
 	}
-	p.Excluded, p.Scanned, p.ScanCPU = c.counts, c.k != nil, c.cpu
+	p.Excluded, p.Scanned, p.ScanCPU, p.cycles = c.counts, c.k != nil, c.cpu, c
 	p.Wall, p.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
 	return p, nil
 }
@@ -141,7 +153,6 @@ type cycles struct {
 	workers int
 	base    *bitmap.Bitmap // the 2nd bitmap before the scan (from the PT_LOADs)
 	k       *Kernel        // nil: no scan
-	groups  [][]unit
 	// made is where the first pass through the cycles has come to: below
 	// it the counts and the spills are known, and a cycle made again
 	// takes the spills from there and adds nothing to the counts.
@@ -149,7 +160,8 @@ type cycles struct {
 	spills []spill
 	counts Counts
 	cpu    cpuclock.Usage
-	pool   *scanners // nil when all is made at once
+	pool   *scanners     // nil when all is made at once
+	took   time.Duration // in make, every time
 }
 
 // make scans the pfns [lo, hi) of m, which holds them as the PT_LOADs
@@ -159,6 +171,8 @@ func (c *cycles) make(m *bitmap.Bitmap, lo, hi uint64) error {
 	if c.k == nil {
 		return nil
 	}
+	start := time.Now()
+	defer func() { c.took += time.Since(start) }()
 	first := lo >= c.made
 	var counts Counts
 	apply := func(edge bool) {
@@ -169,7 +183,7 @@ func (c *cycles) make(m *bitmap.Bitmap, lo, hi uint64) error {
 		}
 	}
 	apply(true)
-	got, spills, cpu, err := c.k.scan(c.ctx, c.level, m, c.workers, c.groups, lo, hi, c.pool)
+	got, spills, cpu, err := c.k.scan(c.ctx, c.level, m, c.workers, lo, hi, c.pool)
 	if err != nil {
 		return fmt.Errorf("exclude unnecessary pages: %w", err)
 	}

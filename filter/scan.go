@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -123,15 +124,17 @@ func workUnits(sections []kernel.Section) [][]unit {
 	return blocks
 }
 
-// scan classifies the struct pages of the pfns [lo, hi) of groups (what
-// workUnits made) and clears the excluded pfns in dumpable, on workers
+// scan classifies the struct pages of the pfns [lo, hi) and clears the excluded pfns in dumpable, on workers
 // goroutines; the spills past the units (or past hi) are returned, not
 // applied. It also returns the workers' CPU time, each read on its own OS
 // thread (the goroutines are locked to them) when it starts and ends.
-func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, groups [][]unit, lo, hi uint64, pool *scanners) (Counts, []spill, cpuclock.Usage, error) {
-	first, _ := slices.BinarySearchFunc(groups, lo/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
-	last, _ := slices.BinarySearchFunc(groups, (hi+unitPages-1)/unitPages, func(g []unit, b uint64) int { return cmp.Compare(g[0].lo/unitPages, b) })
-	blocks := groups[first:last]
+func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, lo, hi uint64, pool *scanners) (Counts, []spill, cpuclock.Usage, error) {
+	// The units of this cycle's sections only: the memory of a cycle
+	// does not grow with the machine.
+	secs := k.MemMap.Sections
+	first := sort.Search(len(secs), func(i int) bool { return secs[i].EndPFN > lo })
+	last := sort.Search(len(secs), func(i int) bool { return secs[i].StartPFN >= hi })
+	blocks := workUnits(secs[first:max(first, last)])
 	var (
 		mu     sync.Mutex
 		total  Counts
