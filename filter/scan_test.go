@@ -126,3 +126,58 @@ func firstDifference(a, b *bitmap.Bitmap) string {
 	}
 	return fmt.Sprintf("%d pfns, first %#x (got %v)", n, first, a.Test(first))
 }
+
+// A Lean machine (internal/synth: what makes machines of several TiB
+// cheap) filters as its truth says, in cycles too, and as makedumpfile
+// filters it: the zero struct pages of free blocks' tails change nothing.
+func TestLeanMachine(t *testing.T) {
+	dir := t.TempDir()
+	s := synth.NewKernelMachine(synth.KernelSpec{Profile: "6.1", KASLR: true, Lean: true}, 1024)
+	path := filepath.Join(dir, "vmcore")
+	if err := synth.WriteFile(path, s); err != nil {
+		t.Fatal(err)
+	}
+	v, err := source.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := filter.OpenKernel(vi, v, v.MaxMapnr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range []filter.Level{31, 8, 16} {
+		wantBits, _, err := synth.ExpectedFilter(s, int(level))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, window := range []uint64{0, 40000} {
+			plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{}, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := bitmap.FromBytes(wantBits, plan.MaxMapnr); !plan.Dumpable.Equal(want) {
+				t.Fatalf("-d %d, window %d: %s", level, window, firstDifference(plan.Dumpable, want))
+			}
+			if level != 31 || window != 0 {
+				continue
+			}
+			out := filepath.Join(dir, "mdf")
+			if b, err := exec.Command("makedumpfile", "-f", "-d", "31", path, out).CombinedOutput(); err != nil {
+				t.Fatalf("makedumpfile: %v\n%s", err, b)
+			}
+			d, err := source.OpenDump(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.Dumpable.Equal(d.Dumpable) {
+				t.Errorf("makedumpfile's bitmap differs: %s", firstDifference(plan.Dumpable, d.Dumpable))
+			}
+			d.Close()
+		}
+	}
+}
