@@ -60,8 +60,11 @@ for mib in "${sizes[@]}"; do
 		d+=("$rss") s+=("$scan") dc=$cyc
 		read -r rss cyc _ <<< "$(pp --cyclic-buffer 8192)"
 		e+=("$rss") ec=$cyc
+		# Each figure as it comes, on stderr: a run cut short keeps them.
+		echo "$mib MiB: pagepipe default $dc cycles ${d[-1]} KiB scan ${s[-1]} s; --cyclic-buffer 8192 $ec cycles $rss KiB" >&2
 		m+=("$(mdf makedumpfile)")
-		[ -z "$sid" ] || n+=("$(mdf "$sid")")
+		echo "$mib MiB: makedumpfile 1.7.2 scan ${m[-1]} s" >&2
+		[ -z "$sid" ] || { n+=("$(mdf "$sid")") && echo "$mib MiB: makedumpfile 1.7.8 scan ${n[-1]} s" >&2; }
 	done
 	pfns=$((mib * 256))
 	kib() { printf '%.1f MiB' "$(echo "$1 / 1024" | bc -l)"; }
