@@ -65,6 +65,19 @@ const (
 	MmapOff
 )
 
+// Priority is Options.Priority.
+type Priority int
+
+const (
+	// PriorityAuto prioritises a kdump-compressed file where it may end
+	// early: -L, or an output that is a device or a pipe.
+	PriorityAuto Priority = iota
+	// PriorityOn always prioritises (--priority).
+	PriorityOn
+	// PriorityOff never does: pfn order, makedumpfile's bytes.
+	PriorityOff
+)
+
 // Options are one dump, as plain data.
 type Options struct {
 	// Input is the vmcore, or a kdump-compressed dump (plain or flattened)
@@ -110,6 +123,14 @@ type Options struct {
 	// kexec-tools' partial page at 0x9fc00 is then dumped. Without it the
 	// dump follows 1.7.2, Debian 12's.
 	KeepPartialData bool
+	// Priority decides whether the copy pass writes the pages an
+	// analysis needs first (package priority): a dump cut short then
+	// still opens in crash. PriorityAuto does so for a kdump-compressed
+	// file when -L is given or the output is a device or a pipe, which
+	// may end early; a complete prioritised dump holds the same pages,
+	// bitmaps and descriptors' sizes as the pfn-order one, only its data
+	// offsets differ.
+	Priority Priority
 	// Program names the program in the messages makedumpfile words with
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string
@@ -187,6 +208,8 @@ type Result struct {
 	Copy   pipeline.Stats
 	// Workers is the number of workers the passes ran with.
 	Workers int
+	// Priority is the priority set of a prioritised dump (zero otherwise).
+	Priority PriorityStats
 }
 
 // Counts are the page counts of makedumpfile's report.
@@ -324,6 +347,9 @@ func codecByName(name string) (*codec.Codec, error) {
 func (o Options) Check() error {
 	if _, err := codecByName(o.Codec); err != nil {
 		return err
+	}
+	if o.Priority == PriorityOn && (o.Out.Shape != Kdump || o.Out.Stream != nil) {
+		return errors.New("--priority: only a kdump-compressed file is written in priority order (not -E, -F or --split)")
 	}
 	if o.Out.Shape == ELF {
 		// ELF holds raw pages; makedumpfile refuses -c/-l/-p/-z with -E too.

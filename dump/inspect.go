@@ -9,6 +9,8 @@ import (
 	"pagepipe/codec"
 	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
+	"pagepipe/kernel"
+	"pagepipe/priority"
 	"pagepipe/source"
 )
 
@@ -71,13 +73,14 @@ func inspect(d *source.Dump, w io.Writer) error {
 		return err
 	}
 	var zero uint64
+	zeroAt := int64(-1)
 	if s.DumpLevel&1 != 0 && first >= 0 {
 		isZero, err := isSharedZeroPage(d, firstPFN)
 		if err != nil {
 			return err
 		}
 		if isZero {
-			zero = atFirst
+			zero, zeroAt = atFirst, first
 			counts[0] -= atFirst
 		}
 	}
@@ -91,6 +94,65 @@ func inspect(d *source.Dump, w io.Writer) error {
 	if lost > 0 {
 		fmt.Fprintf(w, "  lost          : %d\n", lost)
 	}
+	return inspectPriority(d, w, zeroAt)
+}
+
+// inspectPriority reports the priority set (package priority), found
+// again from the dump's own VMCOREINFO and page tables: how many of its
+// pages the dump holds, and whether their data comes first (a dump
+// written with --priority) — for a dump cut short, how much of the set
+// landed. zeroAt is the shared zero page's offset (-1: none).
+func inspectPriority(d *source.Dump, w io.Writer, zeroAt int64) error {
+	notes, _, off, size := d.Notes()
+	if size == 0 || d.Sub.Split != 0 {
+		return nil
+	}
+	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
+	if err != nil {
+		return nil // said by the vmcoreinfo line's readers; not this report's
+	}
+	set, err := priority.Find(d, vi)
+	if err != nil {
+		fmt.Fprintf(w, "priority set    : not found: %v\n", err)
+		return nil
+	}
+	in := set.Bitmap(d.MaxMapnr)
+	var held uint64
+	var prioEnd, bulkFirst int64 = 0, -1
+	err = eachDesc(d, func(pfn uint64, desc kdumpfmt.PageDesc) error {
+		if desc.Offset == 0 || desc.Offset == zeroAt {
+			if in.Test(pfn) && desc.Offset != 0 {
+				held++
+			}
+			return nil
+		}
+		if in.Test(pfn) {
+			held++
+			prioEnd = max(prioEnd, desc.Offset+int64(desc.Size))
+		} else if bulkFirst < 0 || desc.Offset < bulkFirst {
+			bulkFirst = desc.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	found := set.Len()
+	fmt.Fprintf(w, "priority set    : %d pages found, %d in the dump (%.1f %%)\n", found, held, 100*float64(held)/float64(max(found, 1)))
+	for _, c := range set.Classes {
+		n := uint64(0)
+		for _, p := range c.Pfns {
+			if p < d.MaxMapnr && d.Dumpable.Test(p) {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "  %-14s: %d of %d\n", c.Name, n, len(c.Pfns))
+	}
+	order := "pfn order"
+	if held > 0 && (bulkFirst < 0 || prioEnd <= bulkFirst) {
+		order = fmt.Sprintf("priority set first (its data ends at byte %d)", prioEnd)
+	}
+	fmt.Fprintf(w, "data order      : %s\n", order)
 	return nil
 }
 

@@ -34,6 +34,7 @@ type input struct {
 	partial source.PartialPages
 	codec   *codec.Codec // nil: pages stored raw
 	meta    *sink.Meta
+	vi      *kernel.VMCOREINFO // nil: none
 }
 
 // prepare opens the input and runs the filter pass.
@@ -67,6 +68,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if err != nil {
 		return nil, err
 	}
+	in.vi = vi
 	if err := v.Arch().Check(vi); err != nil {
 		return nil, source.Unsupported(err)
 	}

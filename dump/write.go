@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pagepipe/pipeline"
+	"pagepipe/priority"
 	"pagepipe/sink"
 	"pagepipe/source"
 )
@@ -66,7 +67,7 @@ func (j *job) write(ctx context.Context) (Result, error) {
 	case Split:
 		l, err = j.splitLayout()
 	default:
-		l = kdumpLayout{meta: j.in.meta}
+		l = kdumpLayout{meta: j.in.meta, prio: j.priorityOrder()}
 	}
 	if err != nil {
 		return j.res, err
@@ -341,8 +342,12 @@ func createOutput(path string, force bool) (*os.File, error) {
 	return f, nil
 }
 
-// kdumpLayout is a kdump-compressed file (plain or flattened).
-type kdumpLayout struct{ meta *sink.Meta }
+// kdumpLayout is a kdump-compressed file (plain or flattened); prio, when
+// set, is the copy pass's prioritised order (a plain file only).
+type kdumpLayout struct {
+	meta *sink.Meta
+	prio *priority.Order
+}
 
 // open makes a file's writer a placer, whose chunks the copy pass's
 // workers write themselves at the places it hands out in order; a
@@ -356,10 +361,18 @@ func (l kdumpLayout) open(outs []sink.Output) (shape, error) {
 	if _, stream := outs[0].(*sink.Flat); stream {
 		return kdumpShape{k}, nil
 	}
+	if l.prio != nil {
+		if err := k.SetPriority(l.prio.Set()); err != nil {
+			return nil, err
+		}
+	}
 	return placedKdump{kdumpShape{k}}, nil
 }
 
 func (l kdumpLayout) pages() (pipeline.Pfns, uint64, bool) {
+	if l.prio != nil {
+		return l.prio, l.meta.NumDumpable, false
+	}
 	return l.meta.Dumpable.Cursor(), l.meta.NumDumpable, false
 }
 
@@ -382,6 +395,6 @@ func (k placedKdump) Place(pages []sink.Page, dataLen int) (sink.Place, error) {
 	return k.Kdump.Reserve(pages, dataLen)
 }
 
-func (k placedKdump) WritePlaced(at sink.Place, pages []sink.Page, data []byte) error {
-	return k.Kdump.WriteReserved(at, pages, data)
+func (k placedKdump) WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, data []byte) error {
+	return k.Kdump.WriteReserved(at, pfns, pages, data)
 }

@@ -89,9 +89,9 @@ type Placer interface {
 	// under the sequencer's lock, in order, never concurrently: it should
 	// only do arithmetic.
 	Place(pages []sink.Page, dataLen int) (sink.Place, error)
-	// WritePlaced writes a chunk at its place: concurrently with other
-	// calls, in any order.
-	WritePlaced(at sink.Place, pages []sink.Page, data []byte) error
+	// WritePlaced writes a chunk (its pfns, pages and data) at its place:
+	// concurrently with other calls, in any order.
+	WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, data []byte) error
 }
 
 // Config is one copy pass.
@@ -388,7 +388,7 @@ func (sq *sequencer) writeBatch(batch []*chunk) error {
 		for _, c := range batch {
 			var err error
 			if sq.placer != nil {
-				err = sq.placer.WritePlaced(c.at, c.pages, c.data)
+				err = sq.placer.WritePlaced(c.at, c.pfns, c.pages, c.data)
 			} else {
 				err = sq.cfg.Writer.WritePages(c.pfns, c.pages, c.data)
 			}

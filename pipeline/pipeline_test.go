@@ -195,8 +195,8 @@ func (o ordered) WritePages(_ []uint64, p []sink.Page, d []byte) error { return 
 type placed struct{ ordered }
 
 func (p placed) Place(pages []sink.Page, n int) (sink.Place, error) { return p.k.Reserve(pages, n) }
-func (p placed) WritePlaced(at sink.Place, pages []sink.Page, d []byte) error {
-	return p.k.WriteReserved(at, pages, d)
+func (p placed) WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, d []byte) error {
+	return p.k.WriteReserved(at, pfns, pages, d)
 }
 
 // A kdump file written by the workers at the places handed out in order

@@ -79,6 +79,9 @@ func (k *Kdump) abortPlaced() error {
 	// The descriptors of the chunks landed in order, where the disk
 	// still takes them.
 	_ = k.flushPending()
+	if k.prio != nil {
+		return k.abortPrioritised()
+	}
 	onDisk := (k.descsOut - k.layout.Descs) / kdumpfmt.PageDescSize
 	if err := k.cutDumpable(onDisk); err != nil {
 		return err

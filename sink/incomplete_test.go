@@ -161,7 +161,7 @@ func checkAbortPlaced(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.
 	}
 	if err == nil {
 		for _, i := range r.Perm(stop) {
-			if werr := k.WriteReserved(places[i], d.chunks[i], d.data[i]); werr != nil && limit == 0 {
+			if werr := k.WriteReserved(places[i], nil, d.chunks[i], d.data[i]); werr != nil && limit == 0 {
 				t.Fatal(werr)
 			}
 		}

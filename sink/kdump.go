@@ -130,9 +130,13 @@ type Kdump struct {
 	// early holds the descriptors of chunks whose data landed before an
 	// earlier chunk's; pend, those of the landed chunks, in order, not yet
 	// written; descsOut is the file offset past the descriptors written.
-	early    map[uint64]*[]byte
+	early    map[uint64]*descChunk
 	pend     []byte
 	descsOut uint64
+
+	// prio, when set (SetPriority), holds the priority pages' descriptors
+	// as they land (priority.go).
+	prio *prioDescs
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -311,6 +315,9 @@ func (k *Kdump) Close() error {
 		// descriptors are left.
 		k.landMu.Lock()
 		defer k.landMu.Unlock()
+		if k.prio != nil {
+			k.pend = k.prio.rest(k.pend)
+		}
 		return k.flushPending()
 	}
 	k.buffers()
@@ -351,24 +358,36 @@ func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
 	return p, nil
 }
 
+// descChunk is one chunk's descriptors on their way to the file, with
+// the chunk's pfns when the file is prioritised.
+type descChunk struct {
+	b    []byte
+	pfns []uint64
+}
+
 // descBufs are WriteReserved's descriptor buffers, one chunk's worth each.
-var descBufs = sync.Pool{New: func() any { return new([]byte) }}
+var descBufs = sync.Pool{New: func() any { return new(descChunk) }}
 
 // WriteReserved writes a reserved chunk's data, then hands its descriptors to
 // land, which writes them in order, 256 KiB at a time, once the data of
 // every chunk before them landed too: so a descriptor on disk always
 // points at data that landed (see Abort), and the descriptors cost a
 // write per 42 chunks, not one each.
-func (k *Kdump) WriteReserved(at Place, pages []Page, data []byte) error {
+//
+// pfns are the chunk's pfns; only a prioritised file uses them.
+func (k *Kdump) WriteReserved(at Place, pfns []uint64, pages []Page, data []byte) error {
 	if err := k.writeAt(data, at.dataOff); err != nil {
 		return fmt.Errorf("page data: %w", err)
 	}
-	bp := descBufs.Get().(*[]byte)
+	bp := descBufs.Get().(*descChunk)
 	need := len(pages) * kdumpfmt.PageDescSize
-	if cap(*bp) < need {
-		*bp = make([]byte, need)
+	if cap(bp.b) < need {
+		bp.b = make([]byte, need)
 	}
-	d, off := (*bp)[:need], at.dataOff
+	if k.prio != nil {
+		bp.pfns = append(bp.pfns[:0], pfns...)
+	}
+	d, off := bp.b[:need], at.dataOff
 	for i, p := range pages {
 		desc := k.zeroDesc
 		if !p.Zero {
@@ -377,7 +396,7 @@ func (k *Kdump) WriteReserved(at Place, pages []Page, data []byte) error {
 		}
 		desc.Put(d[i*kdumpfmt.PageDescSize:])
 	}
-	*bp = d
+	bp.b = d
 	return k.land(at.seq, bp)
 }
 
@@ -385,18 +404,22 @@ func (k *Kdump) WriteReserved(at Place, pages []Page, data []byte) error {
 // moves the landed chunks' descriptors, in order, to the pending ones,
 // writing those when they fill the buffer (under the lock: once per
 // 256 KiB, and the pipeline's places are not held up by it).
-func (k *Kdump) land(seq uint64, bp *[]byte) error {
+func (k *Kdump) land(seq uint64, bp *descChunk) error {
 	k.landMu.Lock()
 	defer k.landMu.Unlock()
 	if seq != k.landed {
 		if k.early == nil {
-			k.early = map[uint64]*[]byte{}
+			k.early = map[uint64]*descChunk{}
 		}
 		k.early[seq] = bp
 		return nil
 	}
 	for ok := true; ok; {
-		k.pend = append(k.pend, *bp...)
+		if k.prio != nil {
+			k.pend = k.prio.land(k.pend, bp)
+		} else {
+			k.pend = append(k.pend, bp.b...)
+		}
 		descBufs.Put(bp)
 		k.landed++
 		if bp, ok = k.early[k.landed]; ok {
@@ -416,5 +439,8 @@ func (k *Kdump) flushPending() error {
 	}
 	k.descsOut += uint64(len(k.pend))
 	k.pend = k.pend[:0]
+	if k.prio != nil {
+		k.prio.front = k.prio.pendEnd
+	}
 	return nil
 }

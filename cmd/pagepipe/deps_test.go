@@ -56,7 +56,7 @@ var layers = [][]string{
 	{"cmd/pagepipe", "cmd/pagepipe-bench"},
 	{"bench", "internal/synth"},
 	{"dump"},
-	{"pipeline"},
+	{"pipeline", "priority"},
 	{"filter", "sink"},
 	{"source"},
 	{"codec", "kernel"},

@@ -47,6 +47,7 @@ type options struct {
 	sizeLimit      int64 // -L, bytes
 	mapSizeSet     bool  // --map-size given: read through mmap windows
 	zeroUnreadable bool
+	priority       string   // --priority: "auto", "on" or "off"
 	unsupported    []string // options pagepipe refuses
 	rearrange      bool
 	partialDmesg   bool
@@ -193,6 +194,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.StringVar(&o.partialPages, "partial-pages", partialPagesDefault(), "a page that a PT_LOAD of VMCORE holds in part as makedumpfile 1.7.2 takes it (1.7.2) or as 1.7.6 and later do (1.7.6: kept, and dumped when the bitmaps are built in one cycle); default $"+partialPagesEnv+" or 1.7.2")
 	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
 	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
+	fs.StringVar(&o.priority, "priority", "auto", "write the pages an analysis needs (kernel image, page tables, per-cpu areas, log, current tasks) first, so that a dump cut short still opens in crash: on, off, or auto (on with -L or an output that is a device or a pipe)")
+	fs.Lookup("priority").NoOptDefVal = "on"
 	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
 	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
@@ -287,6 +290,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
 		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
 	}
+	if _, ok := priorities[o.priority]; !ok {
+		return o, fmt.Errorf("%w: --priority %q: want on, off or auto", errUsage, o.priority)
+	}
 	if o.partialPages != partialPagesClassic && o.partialPages != partialPagesKeep {
 		return o, fmt.Errorf("%w: --partial-pages %q: want %s or %s", errUsage, o.partialPages, partialPagesClassic, partialPagesKeep)
 	}
@@ -308,6 +314,9 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
+// priorities are --priority's values.
+var priorities = map[string]dump.Priority{"auto": dump.PriorityAuto, "on": dump.PriorityOn, "off": dump.PriorityOff}
+
 // outName is the dump's output as the messages name it.
 func (o *options) outName() string {
 	if o.flatten {
@@ -326,6 +335,7 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		Workers:         o.threads,
 		MapSize:         o.mapSizeKiB << 10,
 		ZeroUnreadable:  o.zeroUnreadable,
+		Priority:        priorities[o.priority],
 		WorkDir:         o.workDir != "",
 		CyclicBufferKiB: o.cyclicBufferKB,
 		ExcludeVmemmap:  o.excludeVmemmap,

@@ -22,23 +22,31 @@ func TestOutputIdenticalFor1To64Workers(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(64))
 	dir := t.TempDir()
 	vmcore := writeShape(t, dir, "v", synth.Default(24))
+	kernelMachine := writeShape(t, dir, "k", synth.KernelMachine("6.1", 24))
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		stream bool
 		outs   int
+		input  string // "": vmcore
 	}{
-		{"kdump -c", []string{"-c", "-d", "1"}, false, 1},
-		{"kdump -l", []string{"-l", "-d", "1"}, false, 1},
-		{"kdump -z", []string{"-z", "-d", "1"}, false, 1},
-		{"kdump raw", []string{"-d", "0"}, false, 1},
-		{"flattened -z", []string{"-F", "-z", "-d", "1"}, true, 0},
-		{"ELF", []string{"-E", "-d", "1"}, false, 1},
-		{"split -l", []string{"-l", "-d", "1", "--split"}, false, 3},
+		{"kdump -c", []string{"-c", "-d", "1"}, false, 1, ""},
+		{"kdump -l", []string{"-l", "-d", "1"}, false, 1, ""},
+		{"kdump -z", []string{"-z", "-d", "1"}, false, 1, ""},
+		{"kdump raw", []string{"-d", "0"}, false, 1, ""},
+		{"flattened -z", []string{"-F", "-z", "-d", "1"}, true, 0, ""},
+		{"ELF", []string{"-E", "-d", "1"}, false, 1, ""},
+		{"split -l", []string{"-l", "-d", "1", "--split"}, false, 3, ""},
+		// Issue 21: a prioritised file, on a machine with page tables.
+		{"kdump -l --priority", []string{"-l", "-d", "31", "--priority"}, false, 1, kernelMachine},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			in := vmcore
+			if tc.input != "" {
+				in = tc.input
+			}
 			dump := func(workers int) [][]byte {
-				args := append(append([]string{"-f"}, tc.args...), "--num-threads", fmt.Sprint(workers), vmcore)
+				args := append(append([]string{"-f"}, tc.args...), "--num-threads", fmt.Sprint(workers), in)
 				if tc.stream {
 					return [][]byte{[]byte(mustPagepipe(t, args...))}
 				}

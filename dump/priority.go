@@ -1,0 +1,75 @@
+package dump
+
+import (
+	"os"
+	"runtime"
+	"time"
+
+	"pagepipe/priority"
+)
+
+// prioritised says whether this dump's copy pass writes the priority set
+// first (Options.Priority): only a plain kdump-compressed file (a split
+// dump, an ELF file and a flattened stream are written in pfn order), and
+// by default only where the output may end early.
+func (j *job) prioritised() bool {
+	o := j.o
+	if o.Out.Shape != Kdump || o.Out.Stream != nil || len(o.Out.Paths) != 1 {
+		return false
+	}
+	switch o.Priority {
+	case PriorityOn:
+		return true
+	case PriorityOff:
+		return false
+	}
+	return o.Out.SizeLimit > 0 || mayEndEarly(o.Out.Paths[0])
+}
+
+// mayEndEarly: the output is a device or a pipe, whose end the dump does
+// not know beforehand (a regular file, or one not yet made, is not).
+func mayEndEarly(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+}
+
+// priorityOrder finds the priority set and orders the copy pass by it; nil
+// when the dump is not prioritised or the set cannot be found (the dump is
+// then written in pfn order, which an explicit --priority is told).
+func (j *job) priorityOrder() *priority.Order {
+	if !j.prioritised() {
+		return nil
+	}
+	start := time.Now()
+	set, err := priority.Find(j.in.mem, j.in.vi)
+	if err != nil {
+		class := Debug
+		if j.o.Priority == PriorityOn {
+			class = Common
+		}
+		j.ev.Notef(class, "WARNING: --priority: %v; the pages are written in pfn order.\n", err)
+		return nil
+	}
+	ord := priority.NewOrder(set, j.in.meta.Dumpable)
+	// The search's garbage (the log's records, the walk's errors) is
+	// collected here, not in the middle of the copy pass; its memory stays
+	// for the copy pass's buffers.
+	runtime.GC()
+	j.res.Priority = PriorityStats{Found: set.Len(), Pages: ord.Len(), Wall: time.Since(start)}
+	j.ev.Notef(Progress, "Priority pages first: %d pages of %d (%s)\n", ord.Len(), j.in.meta.NumDumpable, time.Since(start).Round(time.Millisecond))
+	for _, c := range set.Classes {
+		j.ev.Notef(Debug, "priority: %s: %d pages\n", c.Name, len(c.Pfns))
+	}
+	for _, m := range set.Missing {
+		j.ev.Notef(Debug, "priority: not found: %s\n", m)
+	}
+	return ord
+}
+
+// PriorityStats is what the priority set came to (Result.Priority).
+type PriorityStats struct {
+	// Found is the set's pages; Pages, those of them the dump holds
+	// (dumpable), written first.
+	Found, Pages uint64
+	Wall         time.Duration
+}
