@@ -71,7 +71,8 @@ bench-serial: build deps
 	./$(BENCHBIN) --vs "$$(fixtures/peer.sh makedumpfile-sid | tail -n 1)" --workers 1 --cpus 1 --codec l,c,z \
 		--dump-level 31 --runs 5 --out docs/scaling/issue16 "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore"
 
-# Peak RSS on generated machines of 1 to 64 GiB.
+# Peak RSS at 4 workers on generated machines of 1 GiB to 4 TiB, default
+# budget and --cyclic-buffer 8192, and the page scan beside makedumpfile's.
 bench-rss: build
 	bench/rss.sh
 

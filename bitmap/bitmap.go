@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"iter"
 	"math/bits"
+	"sync"
 )
 
 // BlockPfns is the number of pfns in one block of words, blocks starting
@@ -47,6 +48,144 @@ var full = func() *block {
 type Bitmap struct {
 	blocks []*block // nil: no pfn set; full: every pfn set; else its own words
 	n      uint64
+	win    *window // nil: every pfn held at once
+}
+
+// A Filler makes the bits of the pfns [lo, hi) of m, which holds none of
+// them when it is called; it must set or clear no pfn outside them, and
+// read none (every read of m outside [lo, hi) while it runs sees nothing
+// set). It may run goroutines of its own that write different blocks.
+type Filler func(m *Bitmap, lo, hi uint64) error
+
+// window is a windowed bitmap's state: which pfns it holds now.
+type window struct {
+	size   uint64 // pfns per window, a multiple of 64
+	fill   Filler
+	lo, hi uint64 // the pfns held; lo == hi: none yet
+	fills  int
+	err    error
+	// spare are the blocks of windows dropped, for the next ones: a
+	// window allocates nothing once the first is made, so a cycle leaves
+	// no garbage for the collector (whose heap would grow to twice the
+	// window). Fillers' goroutines take them under mu.
+	mu    sync.Mutex
+	spare []*block
+}
+
+// NewWindowed returns a bitmap of n pfns that holds at most size of them
+// (rounded up to a multiple of 64) at a time, in windows [k*size,
+// (k+1)*size): a read of a pfn outside the window held drops it and has
+// fill make the window of that pfn. So its memory is bounded by size
+// whatever n, and a reader that goes through the pfns in order (a copy
+// pass, writing the bitmap out, counting) makes each window once. It is
+// what a cycle of makedumpfile's cyclic mode is: the 2nd bitmap made,
+// consumed and dropped a window at a time. A fill that fails leaves its
+// window empty and every later window too: the error is Err's, and a
+// reader of such a bitmap must check Err when it is done.
+func NewWindowed(n, size uint64, fill Filler) *Bitmap {
+	size = max((size+63)/64*64, 64)
+	m := New(n)
+	m.win = &window{size: size, fill: fill}
+	return m
+}
+
+// Err is the first error of a windowed bitmap's Filler.
+func (m *Bitmap) Err() error {
+	if m.win == nil {
+		return nil
+	}
+	return m.win.err
+}
+
+// Fills is how many windows a windowed bitmap has made so far (0 for one
+// that holds every pfn).
+func (m *Bitmap) Fills() int {
+	if m.win == nil {
+		return 0
+	}
+	return m.win.fills
+}
+
+// WindowSize is the pfns a windowed bitmap holds at a time: Len for one
+// that holds them all.
+func (m *Bitmap) WindowSize() uint64 {
+	if m.win == nil {
+		return m.n
+	}
+	return m.win.size
+}
+
+// hold makes the window of pfn (< Len) the one held and returns the end
+// of the pfns held from pfn on: Len for a bitmap without windows.
+func (m *Bitmap) hold(pfn uint64) uint64 {
+	w := m.win
+	if w == nil {
+		return m.n
+	}
+	if pfn >= w.lo && pfn < w.hi {
+		return w.hi
+	}
+	if w.lo < w.hi {
+		m.drop(w.lo, w.hi)
+	}
+	w.lo = pfn / w.size * w.size
+	w.hi = min(w.lo+w.size, m.n)
+	if w.err == nil {
+		w.fills++
+		if w.err = w.fill(m, w.lo, w.hi); w.err != nil {
+			m.drop(w.lo, w.hi)
+		}
+	}
+	return w.hi
+}
+
+// drop empties the blocks of the pfns [lo, hi), keeping their memory for
+// the next window.
+func (m *Bitmap) drop(lo, hi uint64) {
+	for i := lo / blockBits; i <= (hi-1)/blockBits; i++ {
+		if b := m.blocks[i]; b != nil && b != full {
+			m.win.spare = append(m.win.spare, b)
+		}
+		m.blocks[i] = nil
+	}
+}
+
+// newBlock is a block of zeros: a spare one of a windowed bitmap, else new.
+func (m *Bitmap) newBlock() *block {
+	if w := m.win; w != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if n := len(w.spare); n > 0 {
+			b := w.spare[n-1]
+			w.spare = w.spare[:n-1]
+			*b = block{}
+			return b
+		}
+	}
+	return new(block)
+}
+
+// CopyRange copies the pfns [lo, hi) of src (of the same length) into m,
+// whose pfns there must be clear; lo and hi are multiples of 64 or Len.
+// Whole blocks are shared when they are empty or full, copied otherwise.
+func (m *Bitmap) CopyRange(src *Bitmap, lo, hi uint64) {
+	hi = min(hi, m.n)
+	for lo < hi {
+		i := lo / blockBits
+		start := i * blockBits
+		end := min(start+blockBits, hi)
+		switch b := src.blocks[i]; {
+		case b == nil:
+		case lo == start && end == start+blockBits && b == full:
+			m.blocks[i] = full
+		default:
+			dst := m.writable(i)
+			for w := (lo - start) / 64; w < (end-start+63)/64; w++ {
+				dst[w] |= b[w]
+			}
+		}
+		lo = end
+	}
 }
 
 // New returns an empty bitmap for pfns [0, n). It allocates a pointer per
@@ -149,6 +288,17 @@ func (m *Bitmap) Count(lo, hi uint64) uint64 {
 	hi = min(hi, m.n)
 	var c uint64
 	for lo < hi {
+		held := min(m.hold(lo), hi)
+		c += m.count(lo, held)
+		lo = held
+	}
+	return c
+}
+
+// count is Count within the pfns held.
+func (m *Bitmap) count(lo, hi uint64) uint64 {
+	var c uint64
+	for lo < hi {
 		i := lo / blockBits
 		start := i * blockBits
 		end := min(start+blockBits, hi)
@@ -173,6 +323,18 @@ func (m *Bitmap) Count(lo, hi uint64) uint64 {
 // NextSet returns the first set pfn >= pfn, or Len() if there is none.
 func (m *Bitmap) NextSet(pfn uint64) uint64 {
 	for pfn < m.n {
+		held := m.hold(pfn)
+		if p := m.nextSet(pfn, held); p < held {
+			return p
+		}
+		pfn = held
+	}
+	return m.n
+}
+
+// nextSet is NextSet within the pfns held, [pfn, held): held if none is set.
+func (m *Bitmap) nextSet(pfn, held uint64) uint64 {
+	for pfn < held {
 		i := pfn / blockBits
 		start := i * blockBits
 		switch b := m.blocks[i]; b {
@@ -184,7 +346,7 @@ func (m *Bitmap) NextSet(pfn uint64) uint64 {
 			cur := b[w] >> (pfn % 64) << (pfn % 64)
 			for {
 				if cur != 0 {
-					return min(start+w*64+uint64(bits.TrailingZeros64(cur)), m.n)
+					return min(start+w*64+uint64(bits.TrailingZeros64(cur)), held)
 				}
 				if w++; w == blockWords {
 					break
@@ -194,7 +356,7 @@ func (m *Bitmap) NextSet(pfn uint64) uint64 {
 		}
 		pfn = start + blockBits
 	}
-	return m.n
+	return held
 }
 
 // Ones yields the set pfns in order: what a copy pass walks.
@@ -227,7 +389,7 @@ func (c *Cursor) Next(dst []uint64) []uint64 {
 	for len(dst) < cap(dst) && c.pfn < m.n {
 		i := c.pfn / blockBits
 		start := i * blockBits
-		end := min(start+blockBits, m.n)
+		end := min(start+blockBits, m.hold(c.pfn))
 		switch b := m.blocks[i]; b {
 		case nil:
 			c.pfn = end
@@ -236,8 +398,9 @@ func (c *Cursor) Next(dst []uint64) []uint64 {
 				dst = append(dst, c.pfn)
 			}
 		default:
-			// Bits past Len are clear, so every set bit is a pfn below it.
-			for w := (c.pfn - start) / 64; w < blockWords; w++ {
+			// Bits past Len, and past the window held, are clear, so
+			// every set bit is a pfn below end.
+			for w := (c.pfn - start) / 64; w < (end-start+63)/64; w++ {
 				base := start + w*64
 				cur := b[w] >> (c.pfn - base) << (c.pfn - base)
 				for cur != 0 {
@@ -263,6 +426,17 @@ func (m *Bitmap) Clone() *Bitmap { return m.Cut(m.n) }
 // copy is then longer, with nothing set past Len).
 func (m *Bitmap) Cut(n uint64) *Bitmap {
 	c := New(n)
+	if m.win != nil {
+		// Every window in turn: the copy holds all of them.
+		for lo := uint64(0); lo < min(n, m.n); lo += m.win.size {
+			m.hold(lo)
+			c.CopyRange(m, lo, min(lo+m.win.size, n, m.n))
+		}
+		if last := len(c.blocks) - 1; last >= 0 && c.blocks[last] != nil && c.blocks[last] != full {
+			c.clearPast(uint64(last), n)
+		}
+		return c
+	}
 	for i := range c.blocks {
 		if i >= len(m.blocks) || m.blocks[i] == nil {
 			continue
@@ -353,6 +527,9 @@ func (m *Bitmap) Word(w uint64) uint64 {
 
 // word returns word w: pfns 64w to 64w+63.
 func (m *Bitmap) word(w uint64) uint64 {
+	if m.win != nil && w*64 < m.n {
+		m.hold(w * 64)
+	}
 	if b := m.blocks[w/blockWords]; b != nil {
 		return b[w%blockWords]
 	}
@@ -364,10 +541,11 @@ func (m *Bitmap) word(w uint64) uint64 {
 func (m *Bitmap) writable(i uint64) *block {
 	switch b := m.blocks[i]; b {
 	case nil:
-		m.blocks[i] = new(block)
+		m.blocks[i] = m.newBlock()
 	case full:
-		cp := *full
-		m.blocks[i] = &cp
+		nb := m.newBlock()
+		*nb = *full
+		m.blocks[i] = nb
 	}
 	return m.blocks[i]
 }

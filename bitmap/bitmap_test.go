@@ -1,6 +1,7 @@
 package bitmap
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -180,5 +181,87 @@ func BenchmarkCount(b *testing.B) {
 	b.SetBytes(1 << 21)
 	for b.Loop() {
 		m.Count(0, m.Len())
+	}
+}
+
+// TestWindowed reads a bitmap made a window at a time through every
+// reader and compares it with the same bitmap held whole: windows smaller
+// than a block, a block, and ones that cut blocks, over full, empty and
+// mixed blocks. A reader going through the pfns in order makes each
+// window once; memory holds no block outside the window.
+func TestWindowed(t *testing.T) {
+	const n = 5*blockBits + 1000
+	ref := New(n)
+	ref.SetRange(blockBits, 3*blockBits) // two full blocks
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 3000 { // mixed: the first, the fourth and the last
+		for _, base := range []uint64{0, 3 * blockBits, 5 * blockBits} {
+			ref.Set(base + r.Uint64N(min(blockBits, n-base)))
+		}
+	}
+	ref.ClearRange(2*blockBits+100, 2*blockBits+200)
+	for _, size := range []uint64{64, 1000, 8192, blockBits, blockBits + 640, 2*blockBits + 64, n} {
+		windows := int((n + (size+63)/64*64 - 1) / ((size + 63) / 64 * 64))
+		fill := func(m *Bitmap, lo, hi uint64) error {
+			if lo%64 != 0 || hi > n || hi-lo > (size+63)/64*64 {
+				t.Errorf("size %d: fill [%d, %d)", size, lo, hi)
+			}
+			m.CopyRange(ref, lo, hi)
+			return nil
+		}
+		m := NewWindowed(n, size, fill)
+		var got []uint64
+		c := m.Cursor()
+		for buf := make([]uint64, 0, 77); ; {
+			buf = c.Next(buf[:0])
+			if len(buf) == 0 {
+				break
+			}
+			got = append(got, buf...)
+		}
+		if want := slices.Collect(ref.Ones()); !slices.Equal(got, want) {
+			t.Fatalf("size %d: cursor gives %d pfns, want %d", size, len(got), len(want))
+		}
+		if m.Fills() != windows {
+			t.Errorf("size %d: the cursor made %d windows, want %d", size, m.Fills(), windows)
+		}
+		if m.allocated() > int((size+63)/64*64/blockBits)+2 {
+			t.Errorf("size %d: %d blocks held", size, m.allocated())
+		}
+		if got, want := slices.Collect(m.Ones()), slices.Collect(ref.Ones()); !slices.Equal(got, want) {
+			t.Errorf("size %d: NextSet differs", size)
+		}
+		a, b := make([]byte, ref.ByteLen()), make([]byte, ref.ByteLen())
+		m.PutBytes(a, 0)
+		ref.PutBytes(b, 0)
+		if !slices.Equal(a, b) || !m.Equal(ref) || !m.Cut(n).Equal(ref) || !ref.Equal(m.Clone()) {
+			t.Errorf("size %d: PutBytes, Equal or Cut differ", size)
+		}
+		for range 300 {
+			lo := r.Uint64N(n)
+			hi := lo + r.Uint64N(n-lo+1)
+			if m.Count(lo, hi) != ref.Count(lo, hi) || m.Test(lo) != ref.Test(lo) {
+				t.Fatalf("size %d: Count [%d, %d) %d, want %d", size, lo, hi, m.Count(lo, hi), ref.Count(lo, hi))
+			}
+		}
+		if m.Err() != nil {
+			t.Errorf("size %d: %v", size, m.Err())
+		}
+	}
+}
+
+// TestWindowedError: a window that cannot be made reads empty, as every
+// one after it, and Err says why.
+func TestWindowedError(t *testing.T) {
+	const n = 4 * blockBits
+	m := NewWindowed(n, blockBits, func(m *Bitmap, lo, hi uint64) error {
+		m.SetRange(lo, hi)
+		if lo >= 2*blockBits {
+			return errors.New("struct pages unreadable")
+		}
+		return nil
+	})
+	if got := m.Count(0, n); got != 2*blockBits || m.Err() == nil || m.Fills() != 3 {
+		t.Fatalf("Count %d, Err %v, fills %d; want %d, an error, 3", got, m.Err(), m.Fills(), 2*blockBits)
 	}
 }

@@ -72,7 +72,7 @@ func sampleVmcore(path string, n int) (*realSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, source.PartialPages{})
+	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, source.PartialPages{}, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -101,11 +101,12 @@ type Options struct {
 	// zeros, counts it (Result.Copy.Unreadable) and goes on.
 	ZeroUnreadable bool
 	// WorkDir and CyclicBufferKiB are makedumpfile's --work-dir (set or
-	// not) and --cyclic-buffer: pagepipe keeps its bitmaps in memory
-	// regardless, but they decide, as in makedumpfile, whether the bitmaps
-	// are built in one cycle, and so whether a PT_LOAD's partial last page
-	// is present (filter.Cycle) and what an ELF dump keeps past mem_map
-	// (dump/compat.go).
+	// not) and --cyclic-buffer: they decide, as in makedumpfile, whether
+	// makedumpfile would build the bitmaps in one cycle, and so whether a
+	// PT_LOAD's partial last page is present (filter.Cycle) and what an
+	// ELF dump keeps past mem_map (dump/compat.go). CyclicBufferKiB is
+	// also the budget of pagepipe's own cycles (filter.NewPlan's window;
+	// 0: from the available memory), which change no byte.
 	WorkDir         bool
 	CyclicBufferKiB int
 	// ExcludeVmemmap is makedumpfile's -e: the vmemmap pages that describe
@@ -242,6 +243,11 @@ type FilterStats struct {
 	ScanCPU    cpuclock.Usage
 	// Pfns is the plan's max_mapnr: the struct pages the scan covered.
 	Pfns uint64
+	// Cycles is how many cycles the 2nd bitmap was made in (1: held
+	// whole; filter.NewPlan's window), and ScanWall the page scan's wall
+	// time over all of them, each time one was made (Plan.ScanWall).
+	Cycles   int
+	ScanWall time.Duration
 }
 
 // Stats returns what the bench reads about the dump (see Stats), with the
@@ -260,6 +266,8 @@ func (r Result) Stats() Stats {
 		FilterWall:  sec(f.Wall),
 		FilterCPU:   sec(f.ProcessCPU.Total()),
 		ScanCPU:     sec(f.ScanCPU.Total()),
+		Cycles:      f.Cycles,
+		ScanWall:    sec(f.ScanWall),
 		CopyWall:    sec(s.Wall),
 		CopyCPU:     sec(s.ProcessCPU.Total()),
 		ReadCPU:     sec(s.CPU.Read),

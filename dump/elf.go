@@ -22,7 +22,12 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 		return nil, unsupported("-E cannot be used on %s: it is a kdump-compressed dump, and an ELF dump is made from an ELF vmcore only (makedumpfile refuses it too)", j.o.Input)
 	}
 	plan := j.in.plan
+	// Made in cycles, the 2nd bitmap is made whole here: the PT_LOADs
+	// come from it, and their headers come first in the file.
 	keep := plan.Dumpable.Cut(v.Pfns())
+	if err := plan.Dumpable.Err(); err != nil {
+		return nil, err
+	}
 	// Pages past mem_map: in cycles makedumpfile keeps them before its
 	// zero scan, in one cycle its walk takes stale bits after it.
 	oneCycle := j.in.partial.LastPresent

@@ -94,9 +94,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		vm = findVmemmap(ev, kern, in.vmcore, v)
 	}
 	scanStart := time.Now()
-	in.partial = partialPages(o, ev, v.Pfns())
-	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial); err != nil {
+	cycle := cycleOf(o, ev)
+	in.partial = partialPages(o, ev, cycle, v.Pfns())
+	window := cycleWindow(o, ev, cycle)
+	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
+	}
+	if n := in.plan.MaxMapnr; window != 0 && window < n {
+		ev.Notef(Debug, "the 2nd bitmap in %d cycles of %d pfns\n", (n+window-1)/window, window)
 	}
 	// makedumpfile's first two steps, the 1st bitmap (memory holes) and
 	// the 2nd (the page scan): NewPlan made both.
@@ -201,11 +206,9 @@ func excludeVmemmap(ev Events, plan *filter.Plan, vm *filter.Vmemmap, dumpable *
 	ev.Notef(Progress, "\nExcluded %d unused vmemmap pages\n", n)
 }
 
-// partialPages decides, as makedumpfile would on this machine with these
-// options, whether the bitmaps count a PT_LOAD's partial last page
-// (filter.Cycle), and takes the release's rule for the page holding a
-// PT_LOAD's data end.
-func partialPages(o *Options, ev Events, maxMapnr uint64) source.PartialPages {
+// cycleOf is what makedumpfile looks at to choose how it builds its
+// bitmaps, on this machine with these options (filter.Cycle).
+func cycleOf(o *Options, ev Events) filter.Cycle {
 	// -e: makedumpfile requires --work-dir, so its bitmaps are in one cycle.
 	c := filter.Cycle{WorkDir: o.WorkDir || o.ExcludeVmemmap, CyclicBufferKiB: o.CyclicBufferKiB, Dumpfiles: 1}
 	if o.Out.Shape == Split {
@@ -215,9 +218,40 @@ func partialPages(o *Options, ev Events, maxMapnr uint64) source.PartialPages {
 	if c.MemFree, err = filter.MemFree(); err != nil {
 		ev.Notef(Debug, "%v: taking the bitmaps as built in cycles\n", err)
 	}
+	return c
+}
+
+// partialPages decides, as makedumpfile would on this machine with these
+// options (c), whether the bitmaps count a PT_LOAD's partial last page,
+// and takes the release's rule for the page holding a PT_LOAD's data end.
+// It depends on makedumpfile's choice of one cycle or many, never on
+// pagepipe's own cycles (cycleWindow), which change no byte.
+func partialPages(o *Options, ev Events, c filter.Cycle, maxMapnr uint64) source.PartialPages {
 	one := c.OneCycle(maxMapnr)
 	ev.Notef(Debug, "bitmaps as makedumpfile builds them %s (MemFree %d bytes)\n", map[bool]string{true: "in one cycle", false: "in cycles"}[one], c.MemFree)
 	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
+}
+
+// cycleWindow is how many pfns of the 2nd bitmap the dump holds at a time
+// (filter.NewPlan's window): the budget's bits (filter.Cycle.ChooseBudget),
+// printed as makedumpfile prints its buffer. -e needs the whole bitmap
+// (0): its vmemmap pages lie anywhere in memory.
+func cycleWindow(o *Options, ev Events, c filter.Cycle) uint64 {
+	avail, err := filter.Available()
+	if err != nil && o.CyclicBufferKiB == 0 {
+		ev.Notef(Debug, "%v: the bitmap budget is the least one\n", err)
+	}
+	b := c.ChooseBudget(avail)
+	if b.Truncated {
+		ev.Notef(Common, "Specified buffer size is larger than free memory.\n")
+	}
+	ev.Notef(Debug, "Buffer size for the cyclic mode: %d\n", b.Bytes)
+	ev.Notef(Debug, "the bitmap budget: %d bytes, from %s\n", b.Bytes, b.From)
+	if o.ExcludeVmemmap {
+		ev.Notef(Debug, "-e: the 2nd bitmap is held whole\n")
+		return 0
+	}
+	return b.Bytes * 8
 }
 
 // loadVMCOREINFO returns the crashed kernel's VMCOREINFO: the vmcore's own

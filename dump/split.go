@@ -36,6 +36,9 @@ func (j *job) splitLayout() (layout, error) {
 		return nil, fmt.Errorf("--splitblock-size %d: the splitblock size must be a positive multiple of the page size (%d KiB)", o.SplitBlockKiB, bs>>10)
 	}
 	bounds, err := sink.SplitBounds(plan.Dumpable, plan.MaxMapnr, uint64(kb)<<10/bs, len(o.Paths))
+	if err == nil {
+		err = plan.Dumpable.Err() // made in cycles: see filter.NewPlan
+	}
 	if err != nil {
 		return nil, err
 	}

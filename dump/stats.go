@@ -30,6 +30,11 @@ type Stats struct {
 	FilterWall float64 `json:"filter_wall_s"`
 	FilterCPU  float64 `json:"filter_cpu_s"`
 	ScanCPU    float64 `json:"filter_scan_cpu_s"`
+	// Cycles is how many cycles the 2nd bitmap was made in (1: whole),
+	// ScanWall the page scan's wall time in all of them, every time one
+	// was made (the filter pass's count and the copy pass's).
+	Cycles   int     `json:"cycles"`
+	ScanWall float64 `json:"scan_wall_s"`
 
 	// The copy pass (pipeline.Run): wall, the process's CPU over it, and
 	// each stage's (pipeline.StageCPU).

@@ -98,6 +98,7 @@ func (j *job) write(ctx context.Context) (Result, error) {
 	}
 	j.res.Written = s.Written()
 	plan := j.in.plan
+	j.res.Filter.Cycles, j.res.Filter.ScanWall = plan.Cycles(), plan.ScanWall()
 	j.res.Pages = Counts{Total: plan.Present.Len(), Original: plan.Present.Count(0, plan.Present.Len()), Excluded: plan.Excluded}
 	j.res.Pages.Excluded.Zero = j.res.Copy.ZeroPages
 	l.report(&j.res)
@@ -154,6 +155,11 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 	}
 	var err error
 	j.res.Copy, err = pipeline.Run(ctx, cfg)
+	if err == nil {
+		// The 2nd bitmap made in cycles: a cycle that could not be made
+		// again ended the pfns early.
+		err = j.in.plan.Dumpable.Err()
+	}
 	if err != nil {
 		return err
 	}

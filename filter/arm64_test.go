@@ -62,7 +62,7 @@ func TestScanARM64MatchesTruth(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{})
+				plan, err := filter.NewPlan(context.Background(), v, level, k, 2, source.PartialPages{}, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Cycle is what makedumpfile looks at to choose how it builds its bitmaps
@@ -55,16 +57,100 @@ func (c Cycle) OneCycle(maxMapnr uint64) bool {
 	return min(limit, cycleMaxBuffer, bitmaps)*8 >= maxMapnr*2
 }
 
+// The default budget for the 2nd bitmap (Budget) is a 32nd of the memory
+// the process may use, within these bounds. The floor is makedumpfile's
+// own cap on its buffer (4 MiB: 32 Mi pfns, a machine of 128 GiB in one
+// cycle), so that a small capture kernel never cycles a machine that
+// would fit; the cap keeps peak memory below 48 MiB at 4 workers on any
+// machine (docs/benchmarks.md), at 512 GiB of the crashed machine per
+// cycle.
+const (
+	budgetFloor = cycleMaxBuffer
+	budgetCap   = 16 << 20
+)
+
+// Budget is the bytes of the 2nd bitmap a dump holds at a time: one bit
+// per pfn, so a cycle is 8 × bytes pfns.
+type Budget struct {
+	Bytes uint64
+	// Truncated: --cyclic-buffer was more than the free memory allows.
+	Truncated bool
+	// From says where Bytes came from, for the debug message.
+	From string
+}
+
+// ChooseBudget honours --cyclic-buffer (c.CyclicBufferKiB) as makedumpfile
+// does: its KiB, cut to MemFree divided by the dump files. Without it the
+// budget is avail / 32 within [4 MiB, 16 MiB], avail being what the
+// process may still use (Available).
+func (c Cycle) ChooseBudget(avail uint64) Budget {
+	if c.CyclicBufferKiB > 0 {
+		b := Budget{Bytes: uint64(c.CyclicBufferKiB) << 10, From: "--cyclic-buffer"}
+		if limit := c.MemFree / uint64(max(c.Dumpfiles, 1)); c.MemFree != 0 && b.Bytes > limit {
+			b.Bytes, b.Truncated = max(limit, 8), true
+		}
+		return b
+	}
+	return Budget{Bytes: min(max(avail/32, budgetFloor), budgetCap), From: fmt.Sprintf("available memory %d bytes / 32, within [%d, %d]", avail, budgetFloor, budgetCap)}
+}
+
+// Available is the memory the process may still use: MemAvailable of
+// /proc/meminfo, or less when its cgroup (v2) sets memory.max.
+func Available() (uint64, error) {
+	avail, err := meminfo("MemAvailable:")
+	if err != nil {
+		return 0, err
+	}
+	if left, ok := cgroupLeft(); ok {
+		avail = min(avail, left)
+	}
+	return avail, nil
+}
+
+// cgroupLeft is memory.max less memory.current of the process's cgroup
+// v2, when it sets a limit.
+func cgroupLeft() (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		path, ok := strings.CutPrefix(line, "0::")
+		if !ok {
+			continue
+		}
+		dir := filepath.Join("/sys/fs/cgroup", path)
+		max, err1 := readUint(filepath.Join(dir, "memory.max"))
+		cur, err2 := readUint(filepath.Join(dir, "memory.current"))
+		if err1 != nil || err2 != nil { // "max": no limit
+			return 0, false
+		}
+		return max - min(cur, max), true
+	}
+	return 0, false
+}
+
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
 // MemFree reads MemFree from /proc/meminfo, in bytes, as makedumpfile's
 // get_free_memory_size does.
-func MemFree() (uint64, error) {
+func MemFree() (uint64, error) { return meminfo("MemFree:") }
+
+// meminfo reads one line of /proc/meminfo, in bytes.
+func meminfo(key string) (uint64, error) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		v, ok := bytes.CutPrefix(sc.Bytes(), []byte("MemFree:"))
+		v, ok := bytes.CutPrefix(sc.Bytes(), []byte(key))
 		if !ok {
 			continue
 		}
@@ -75,5 +161,5 @@ func MemFree() (uint64, error) {
 		}
 		return kb << 10, nil
 	}
-	return 0, fmt.Errorf("/proc/meminfo has no MemFree line")
+	return 0, fmt.Errorf("/proc/meminfo has no %s line", strings.TrimSuffix(key, ":"))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -85,11 +86,16 @@ const unitPages = bitmap.BlockPfns
 const piecePages = unitPages
 
 // spill is an exclusion that runs past the end of the unit that found it
-// (a compound page or free block crossing into the next section); spills
-// are applied after every worker has finished.
+// (a compound page or free block crossing into the next section): spills
+// are applied after every unit of the pfns being made has been scanned.
+// An edge spill is one that runs past the end of a cycle (a window of the
+// 2nd bitmap, see Plan) but not past its unit: without cycles it would
+// have been cleared before the rest of its unit was scanned, so it is
+// applied before the next cycle's scan.
 type spill struct {
 	lo, hi  uint64
 	counter func(*Counts) *uint64
+	edge    bool
 }
 
 // unit is a piece of one section, within one bitmap block.
@@ -118,12 +124,17 @@ func workUnits(sections []kernel.Section) [][]unit {
 	return blocks
 }
 
-// scan classifies every struct page and clears excluded pfns from dumpable,
-// on workers goroutines over pfn ranges. It also returns the workers' CPU
-// time, each read on its own OS thread (the goroutines are locked to them)
-// when it starts and ends.
-func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int) (Counts, cpuclock.Usage, error) {
-	blocks := workUnits(k.MemMap.Sections)
+// scan classifies the struct pages of the pfns [lo, hi) and clears the excluded pfns in dumpable, on workers
+// goroutines; the spills past the units (or past hi) are returned, not
+// applied. It also returns the workers' CPU time, each read on its own OS
+// thread (the goroutines are locked to them) when it starts and ends.
+func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap, workers int, lo, hi uint64, pool *scanners) (Counts, []spill, cpuclock.Usage, error) {
+	// The units of this cycle's sections only: the memory of a cycle
+	// does not grow with the machine.
+	secs := k.MemMap.Sections
+	first := sort.Search(len(secs), func(i int) bool { return secs[i].EndPFN > lo })
+	last := sort.Search(len(secs), func(i int) bool { return secs[i].StartPFN >= hi })
+	blocks := workUnits(secs[first:max(first, last)])
 	var (
 		mu     sync.Mutex
 		total  Counts
@@ -150,17 +161,18 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	for range max(min(workers, len(blocks), runtime.GOMAXPROCS(0)), 1) {
 		g.Go(func() error {
 			defer cpu.Measure()()
-			tr, err := k.mem.Arch().NewTranslator(k.mem, k.VMCOREINFO)
+			s, err := pool.get(k, level, dumpable)
 			if err != nil {
 				return err
 			}
-			// pread, not mmap: see piecePages.
-			r := k.mem.NewReader(source.DefaultMapSize, false)
-			defer r.Close()
-			s := &scanner{k: k, l: k.Layout, level: level, m: dumpable, tr: tr, r: r}
+			defer pool.put(s)
 			for b := range work {
 				for _, u := range b {
-					if err := s.unit(u.sec, u.lo, u.hi); err != nil {
+					ulo, uhi := max(u.lo, lo), min(u.hi, hi)
+					if ulo >= uhi {
+						continue
+					}
+					if err := s.unit(u.sec, ulo, uhi, u.hi); err != nil {
 						return err
 					}
 				}
@@ -169,16 +181,52 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 			total.add(s.counts)
 			spills = append(spills, s.spills...)
 			mu.Unlock()
+			s.counts, s.spills = Counts{}, nil
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Counts{}, cpu.Load(), err
+		return Counts{}, nil, cpu.Load(), err
 	}
-	for _, sp := range spills {
-		*sp.counter(&total) += clearCount(dumpable, sp.lo, sp.hi)
+	return total, spills, cpu.Load(), nil
+}
+
+// scanners keeps the scan workers' state (page-table walk, reader,
+// buffers) from one cycle to the next, so that a cycle allocates nothing
+// the next must collect. nil keeps nothing.
+type scanners struct {
+	mu   sync.Mutex
+	free []*scanner
+}
+
+func (p *scanners) get(k *Kernel, level Level, m *bitmap.Bitmap) (*scanner, error) {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if n := len(p.free); n > 0 {
+			s := p.free[n-1]
+			p.free = p.free[:n-1]
+			s.m = m
+			return s, nil
+		}
 	}
-	return total, cpu.Load(), nil
+	tr, err := k.mem.Arch().NewTranslator(k.mem, k.VMCOREINFO)
+	if err != nil {
+		return nil, err
+	}
+	// pread, not mmap: see piecePages.
+	r := k.mem.NewReader(source.DefaultMapSize, false)
+	return &scanner{k: k, l: k.Layout, level: level, m: m, tr: tr, r: r, reader: r}, nil
+}
+
+func (p *scanners) put(s *scanner) {
+	if p == nil {
+		s.reader.Close()
+		return
+	}
+	p.mu.Lock()
+	p.free = append(p.free, s)
+	p.mu.Unlock()
 }
 
 // clearCount clears [lo, hi) and returns how many pfns were set.
@@ -196,24 +244,28 @@ type scanner struct {
 	m      *bitmap.Bitmap
 	tr     *kernel.Translator
 	r      kernel.PhysSlicer
-	buf    []byte // for struct pages that are not physically contiguous; made on first need
+	reader source.Reader // r, to close
+	buf    []byte        // for struct pages that are not physically contiguous; made on first need
 	counts Counts
 	spills []spill
-	hi     uint64 // end of the current unit
+	hi     uint64 // end of the pfns of the current unit being scanned
+	unitHi uint64 // end of the current unit (past hi when a cycle ends in it)
 }
 
-// unit classifies the pfns [lo, hi) of sec, reading their struct pages
-// piecePages at a time. A head page's order and hugetlb mark are in the
-// next struct page; a compound head is aligned to its size, so its next
-// struct page is always in the same piece, as it is always in
-// makedumpfile's 512-entry batch.
-func (s *scanner) unit(sec kernel.Section, lo, hi uint64) error {
-	s.hi = hi
+// unit classifies the pfns [lo, hi) of sec's unit ending at unitHi,
+// reading their struct pages piecePages at a time. A head page's order and
+// hugetlb mark are in the next struct page; a compound head is aligned to
+// its size, so its next struct page is always in the same piece, as it is
+// always in makedumpfile's 512-entry batch. When a cycle ends within the
+// unit (hi < unitHi) the struct page past hi is read too, so that the
+// last pfn is classified as it is without cycles.
+func (s *scanner) unit(sec kernel.Section, lo, hi, unitHi uint64) error {
+	s.hi, s.unitHi = hi, unitHi
 	size := s.l.Size
 	for p := lo; p < hi; p += piecePages {
 		end := min(p+piecePages, hi)
 		vaddr := sec.MemMap + (p-sec.StartPFN)*size
-		n := int((end - p) * size)
+		n := int((min(end+1, unitHi) - p) * size)
 		buf, err := s.tr.SliceVirt(s.r, vaddr, n, &s.buf)
 		if err != nil {
 			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
@@ -276,12 +328,18 @@ func userCounter(c *Counts) *uint64         { return &c.User }
 func hwpoisonCounter(c *Counts) *uint64     { return &c.Hwpoison }
 func offlineCounter(c *Counts) *uint64      { return &c.Offline }
 
-// exclude leaves out [pfn, pfn+n): the part in this unit at once, the rest
-// as a spill.
+// exclude leaves out [pfn, pfn+n): the part in the pfns being scanned at
+// once, the rest as spills (an edge spill up to the unit's end, when a
+// cycle ends within it).
 func (s *scanner) exclude(pfn, n uint64, counter func(*Counts) *uint64) {
 	end := pfn + n
 	if end > s.hi {
-		s.spills = append(s.spills, spill{s.hi, end, counter})
+		if s.hi < s.unitHi {
+			s.spills = append(s.spills, spill{s.hi, min(end, s.unitHi), counter, true})
+		}
+		if end > s.unitHi {
+			s.spills = append(s.spills, spill{s.unitHi, end, counter, false})
+		}
 		end = s.hi
 	}
 	*counter(&s.counts) += clearCount(s.m, pfn, end)

@@ -87,7 +87,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, source.PartialPages{})
+	plan, err := filter.NewPlan(context.Background(), v, 0, nil, 1, source.PartialPages{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,9 @@ func (w *posWriter) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 		}
 		done += n
 	}
-	return nil
+	// A bitmap made in cycles (bitmap.NewWindowed) says here whether a
+	// cycle could not be made.
+	return m.Err()
 }
 
 // Meta is everything in a kdump file besides the pages.

@@ -229,10 +229,10 @@ func noteNoops(c *console, o *options) {
 		c.debug("-b %d: accepted, no effect (pagepipe writes in 1 MiB pieces)\n", o.blockOrder)
 	}
 	if o.cyclicBufferKB != 0 {
-		c.debug("--cyclic-buffer %d: the bitmaps are kept in memory (at most 2 bits per page), built as makedumpfile builds them in cycles\n", o.cyclicBufferKB)
+		c.debug("--cyclic-buffer %d: the 2nd bitmap is held %d KiB at a time, its partial pages as makedumpfile builds them in cycles\n", o.cyclicBufferKB, o.cyclicBufferKB)
 	}
 	if o.workDir != "" {
-		c.debug("--work-dir %s: the bitmaps are kept in memory, built as makedumpfile builds them in one cycle\n", o.workDir)
+		c.debug("--work-dir %s: no file is written there; the bitmaps' partial pages are as makedumpfile builds them in one cycle\n", o.workDir)
 	}
 	if o.nonMmap {
 		c.debug("--non-mmap: reading the vmcore with pread\n")

@@ -201,8 +201,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	// Accepted for makedumpfile's command lines; pagepipe has no use for
 	// them (said so at debug level).
 	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
-	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "bitmap buffer in KiB (accepted; pagepipe keeps its bitmaps in memory, at most 2 bits per page)")
-	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe keeps its bitmaps in memory)")
+	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "the 2nd bitmap's budget in KiB: it is made, written and consumed in cycles of 8 pfns per byte (default: a 32nd of the available memory, 4 to 16 MiB)")
+	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe writes no file there: its 2nd bitmap is made in cycles)")
 	fs.BoolVarP(&o.excludeVmemmap, "exclude-vmemmap", "e", false, "exclude the vmemmap pages that describe only excluded pages (x86_64; makedumpfile needs --work-dir for it, pagepipe does not)")
 	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
 	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")

@@ -69,6 +69,16 @@ type KernelSpec struct {
 	// descriptors when 52-bit VAs are in use). x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
+	// Lean makes machines of several TiB cheap (KernelMachine sets it
+	// above 256 GiB): the struct pages of a free block's pages past its
+	// head are all zero, and a page of struct pages that holds nothing
+	// else is a hole in the sparse file, so that the file holds a 4 KiB
+	// page per free 4 MiB block (a GiB per TiB) and the used memory's
+	// pages; by default Used is then 1 GiB's worth, however big the
+	// machine. The tools never look at those struct pages at a level that
+	// excludes free pages (the head takes its block out), and at others a
+	// zero struct page is, like theirs, a page in no class.
+	Lean bool
 }
 
 // Memory model constants (x86_64 4-level paging, Debian config): the
@@ -265,6 +275,9 @@ func buildKernel(s *Spec) (*kmem, error) {
 	if k.used == 0 {
 		ramMiB := float64(k.ramPages()) / 256
 		k.used = min(0.6, max(0.02, 1024/ramMiB))
+		if ks.Lean {
+			k.used = min(0.6, 1024/ramMiB)
+		}
 	}
 	if !(k.used >= 0 && k.used <= 1) {
 		return nil, fmt.Errorf("synth: KernelSpec.Used %v not in [0, 1]", ks.Used)

@@ -5,7 +5,8 @@ package synth
 // hole, then RAM from 1 MiB up to sizeMiB or 2 GiB, whichever is lower,
 // and the rest from 4 GiB, leaving the 32-bit PCI hole (and, for big
 // machines, absent mem_sections) between. KASLR is on, as in Debian;
-// machines of 3 GiB and more get a 1 GiB hugetlb page, 64 GiB ones two.
+// machines of 3 GiB and more get a 1 GiB hugetlb page, 64 GiB ones two;
+// machines above 256 GiB are Lean (a GiB of file per TiB).
 //
 // The memory's classes come from the spec's Seed (TruthOf); page contents
 // other than kernel structures follow DefaultMix, free pages being zero
@@ -20,7 +21,7 @@ func KernelMachine(profile string, sizeMiB int) Spec {
 	case sizeMiB >= 3<<10:
 		gig = 1
 	}
-	return NewKernelMachine(KernelSpec{Profile: profile, KASLR: true, Gigantic: gig}, sizeMiB)
+	return NewKernelMachine(KernelSpec{Profile: profile, KASLR: true, Gigantic: gig, Lean: sizeMiB > 256<<10}, sizeMiB)
 }
 
 // NewKernelMachine is KernelMachine with the kernel spec given whole.
@@ -169,6 +170,15 @@ func (k *kmem) vmEnd() uint64 { return k.vmLo + uint64(len(k.backingSec))*512 }
 func (p *kpager) kind(pfn uint64) Kind {
 	k := p.k
 	if pfn >= k.vmLo && pfn < k.vmEnd() {
+		if k.ks.Lean {
+			// A page of struct pages of a free block's tail pages only
+			// is all zero (leanTail).
+			i := pfn - k.vmLo
+			first := k.backingSec[i/512]*pagesPerSection + i%512*(PageSize/structPageSize)
+			if lf := p.c.leaf(first); k.leanTail(first, lf) && first+PageSize/structPageSize <= lf.end() {
+				return Zero
+			}
+		}
 		return kindStruct
 	}
 	if k.partialPage(pfn) != 0 {

@@ -268,10 +268,19 @@ func bit(n int) uint64 {
 	return 1 << n
 }
 
+// leanTail reports whether pfn's struct page is all zero: a page of a free
+// block past its head, on a Lean machine.
+func (k *kmem) leanTail(pfn uint64, lf leaf) bool {
+	return k.ks.Lean && !lf.run && (lf.class == Free || lf.class == Unaccepted) && pfn != lf.head
+}
+
 // encodePage writes the 64-byte struct page of pfn, which lies in leaf lf.
 func (k *kmem) encodePage(b []byte, pfn uint64, lf leaf) {
 	b = b[:structPageSize]
 	clear(b)
+	if k.leanTail(pfn, lf) {
+		return
+	}
 	le := binary.LittleEndian
 	p := &k.prof.pg
 	zone := zoneOf(pfn) << zonesPgoff
