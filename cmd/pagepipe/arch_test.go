@@ -34,6 +34,10 @@ func TestOtherArchitecturesRefused(t *testing.T) {
 			// The x86_64 machine's VMCOREINFO has none of x86_64's own keys.
 			want[false] = "aarch64 vmcore: vmcoreinfo: missing NUMBER(VA_BITS), which the arm64 page-table walk needs"
 		}
+		if a == synth.PPC64LE {
+			want[true] = "vmcores with 65536-byte pages are not supported"
+			want[false] = "ppc64le vmcore: vmcoreinfo: missing SYMBOL(swapper_pg_dir), which the ppc64 page-table walk needs"
+		}
 		vmcore := writeShape(t, dir, a.String(), synth.ForeignMachine(a, 8))
 		dump := filepath.Join(dir, a.String()+".dump")
 		writeWithMachine(t, x86dump, dump, a.String())
