@@ -30,6 +30,10 @@ var PPC64LE Arch = ppc64{}
 func (ppc64) Name() string       { return "ppc64le" }
 func (ppc64) ELFMachine() uint16 { return 21 }  // EM_PPC64
 func (ppc64) PrstatusSize() int  { return 504 } // 48 registers at 112, pr_fpvalid
+
+// DefaultPageSize is 64 KiB: Debian's only ppc64el kernel and the other
+// distributions' (CONFIG_PPC_64K_PAGES).
+func (ppc64) DefaultPageSize() uint64 { return 65536 }
 func (ppc64) FallbackUtsname() bool {
 	return false // readers decode the dump by the header's machine
 }
