@@ -209,8 +209,9 @@ type FilterStats struct {
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
 	ScanCPU    cpuclock.Usage
-	// Pfns is the plan's max_mapnr: the struct pages the scan covered.
-	Pfns uint64
+	// Pfns is the plan's max_mapnr: the struct pages the scan covered;
+	// PageSize the bytes of each page.
+	Pfns, PageSize uint64
 }
 
 // Stats returns what the bench reads about the dump (see Stats), with the
@@ -222,6 +223,7 @@ func (r Result) Stats() Stats {
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
 		Workers:     r.Workers,
 		Pfns:        f.Pfns,
+		PageSize:    f.PageSize,
 		Dumped:      s.Pages,
 		ZeroPages:   s.ZeroPages,
 		DataBytes:   s.DataBytes,

@@ -20,6 +20,10 @@ var ARM64 Arch = arm64{}
 func (arm64) Name() string       { return "aarch64" }
 func (arm64) ELFMachine() uint16 { return 183 } // EM_AARCH64
 func (arm64) PrstatusSize() int  { return 392 } // x0..x30, sp, pc, pstate at 112
+
+// DefaultPageSize is the 4 KiB granule Debian's and most distributions'
+// arm64 kernels use (16 and 64 KiB kernels say so in PAGESIZE).
+func (arm64) DefaultPageSize() uint64 { return 4096 }
 func (arm64) FallbackUtsname() bool {
 	return false // readers decode the dump by machine and phys_base: both must be right
 }

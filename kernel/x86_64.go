@@ -45,6 +45,7 @@ var X86_64 Arch = x86{}
 func (x86) Name() string            { return "x86_64" }
 func (x86) ELFMachine() uint16      { return 62 }  // EM_X86_64
 func (x86) PrstatusSize() int       { return 336 } // struct elf_prstatus
+func (x86) DefaultPageSize() uint64 { return pageSize4K }
 func (x86) FallbackUtsname() bool   { return true }
 func (x86) Check(*VMCOREINFO) error { return nil }
 

@@ -15,19 +15,19 @@ import (
 // memory), and the pages they serve are the vmcore's.
 func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
-		for _, mapSize := range []int{PageSize, 3 * PageSize, 64 << 10, DefaultMapSize} {
+		for _, mapSize := range []int{testPageSize, 3 * testPageSize, 64 << 10, DefaultMapSize} {
 			t.Run(fmt.Sprintf("%s/%d", shape, mapSize), func(t *testing.T) {
 				v, _ := openShape(t, shape)
 				r := v.NewReader(mapSize, true).(*PageReader)
 				defer r.Close()
 				_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
-				want := make([]byte, PageSize)
+				want := make([]byte, testPageSize)
 				for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
 					got, err := r.Page(pfn)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := v.ReadPhys(pfn*PageSize, want); err != nil {
+					if err := v.ReadPhys(pfn*testPageSize, want); err != nil {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(got, want) {
@@ -41,7 +41,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 					for _, l := range v.Loads {
 						// The file data of the segment, widened to whole
 						// pages of the file as mmap needs.
-						start, end := l.Offset&^(PageSize-1), (l.Offset+l.FileSize+PageSize-1)&^(PageSize-1)
+						start, end := l.Offset&^(testPageSize-1), (l.Offset+l.FileSize+testPageSize-1)&^(testPageSize-1)
 						if lo >= start && hi <= end {
 							inside = true
 						}
@@ -62,7 +62,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 // window is mapped again.
 func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
 	v, path := openShape(t, "holes")
-	r := v.NewReader(PageSize, true).(*PageReader)
+	r := v.NewReader(testPageSize, true).(*PageReader)
 	defer r.Close()
 	first := v.extents[0].start
 	// A descriptor that cannot be mapped, for one call.
@@ -98,3 +98,7 @@ func openShape(t *testing.T, shape string) (*Vmcore, string) {
 	t.Cleanup(func() { v.Close() })
 	return v, path
 }
+
+// testPageSize is the page size of the generated vmcores these tests read:
+// x86_64's, which a vmcore says with VMCOREINFO PAGESIZE or its default.
+const testPageSize = 4096

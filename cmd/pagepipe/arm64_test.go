@@ -48,7 +48,7 @@ func wantARM64(t *testing.T, s synth.Spec, level string) (judge.Pages, []byte) {
 	}
 	m := bitmap.FromBytes(bits, uint64(len(bits))*8)
 	want := judge.Pages{}
-	buf := make([]byte, source.PageSize)
+	buf := make([]byte, synth.PageSize)
 	for pfn := m.NextSet(0); pfn < m.Len(); pfn = m.NextSet(pfn + 1) {
 		synth.Page(s, pfn, buf)
 		want[pfn] = judge.Hash(buf)
@@ -196,18 +196,18 @@ func checkARM64Shapes(t *testing.T, dir, vmcore, d31 string, s synth.Spec) {
 	if v.Arch() != kernel.ARM64 || binary.LittleEndian.Uint16(v.Ehdr[18:]) != kernel.ARM64.ELFMachine() {
 		t.Errorf("-E: architecture %s", v.Arch().Name())
 	}
-	buf := make([]byte, source.PageSize)
+	buf := make([]byte, synth.PageSize)
 	_, has := v.Bitmaps(v.MaxMapnr, source.PartialPages{})
 	got := judge.Pages{}
 	for pfn := has.NextSet(0); pfn < has.Len(); pfn = has.NextSet(pfn + 1) {
-		if err := v.ReadPhys(pfn*source.PageSize, buf); err != nil {
+		if err := v.ReadPhys(pfn*synth.PageSize, buf); err != nil {
 			t.Fatal(err)
 		}
 		got[pfn] = judge.Hash(buf)
 	}
 	// Every page the ELF dump holds is the generator's, and it holds every
 	// non-zero page the truth keeps (-d 31 drops zero pages too).
-	zero := judge.Hash(make([]byte, source.PageSize))
+	zero := judge.Hash(make([]byte, synth.PageSize))
 	for pfn, h := range got {
 		synth.Page(s, pfn, buf)
 		if h != judge.Hash(buf) {
