@@ -30,6 +30,11 @@ type arm64Layout struct {
 	vaBits, vaActual uint // VA_BITS and 64 - TCR_EL1_T1SZ
 	pa52             bool // MAX_PHYSMEM_BITS 52
 	levels           int
+	// pgdBits is the VA size the top table is indexed with: VA_BITS
+	// when the kernel runs at vabits_actual with its own depth (a 52-bit
+	// 64 KiB kernel on 48-bit hardware keeps its 1024-entry PGD, the
+	// 48-bit addresses in its last 64 entries), else vabits_actual.
+	pgdBits uint
 
 	physOffset    uint64 // memstart_addr
 	kimageVoffset uint64
@@ -85,6 +90,10 @@ func newARM64Layout(ks KernelSpec, shift uint) (*arm64Layout, error) {
 		return nil, fmt.Errorf("synth: 6.1 has no 52-bit PAs with 16 KiB pages")
 	}
 	a.levels = geo[a.vaActual]
+	a.pgdBits = a.vaActual
+	if geo[a.vaBits] == a.levels {
+		a.pgdBits = a.vaBits
+	}
 	return a, nil
 }
 
@@ -232,7 +241,7 @@ func (b *armPT) mapAt(va, pa uint64, leaf int) {
 		s := a.levelShift(level)
 		i := va >> s & (a.entries() - 1)
 		if level == first {
-			i = va >> s & (1<<(a.vaActual-s) - 1)
+			i = va >> s & (1<<(a.pgdBits-s) - 1)
 		}
 		if level == leaf {
 			typ := uint64(armBlock)

@@ -66,8 +66,10 @@ type KernelSpec struct {
 	// VABits is an arm64 machine's VA_BITS: 39, 48 (0: Debian's) or 52
 	// (karm64.go). VABitsActual is vabits_actual (64 - TCR_EL1_T1SZ): 0
 	// means VA_BITS; a 52-bit kernel on hardware without LVA runs at 48.
-	// PA52 sets MAX_PHYSMEM_BITS to 52 (52-bit VA kernels only; LPA2
-	// descriptors when 52-bit VAs are in use). x86_64 machines ignore them.
+	// PA52 sets MAX_PHYSMEM_BITS to 52: with 4 KiB pages for 52-bit VA
+	// kernels only (LPA2 descriptors when 52-bit VAs are in use), with
+	// 64 KiB pages for any (FEAT_LPA descriptors); 6.1 has none with
+	// 16 KiB pages. x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
 }
