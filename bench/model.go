@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-
 )
 
 // Machine is what the bench measured of the machine itself, apart from

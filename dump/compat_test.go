@@ -13,7 +13,8 @@ import (
 // in the 32768-pfn bitmap block of the last pfn below it that it visited,
 // as makedumpfile's stale bitmap buffer gives them.
 func TestMarkPastMemMap(t *testing.T) {
-	const bp = synth.PageSize * 8 // pfns per bitmap block
+	const bp = synth.PageSize * 8 // pfns per bitmap block (a page of bits)
+
 	bios := synth.Segment{Paddr: 0xfffc0000, FileSize: 0x40000, MemSize: 0x40000} // pfns 0xfffc0-0xfffff
 	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * synth.PageSize, MemSize: 2 * bp * synth.PageSize}
 	low := synth.Segment{Paddr: 0x100 * synth.PageSize, FileSize: 0x100 * synth.PageSize, MemSize: 0x100 * synth.PageSize}
@@ -90,7 +91,8 @@ func TestMarkPastMemMap(t *testing.T) {
 // In cycles the ELF walk keeps every pfn past mem_map that a PT_LOAD has
 // data for, and nothing below it changes.
 func TestKeepPastMemMap(t *testing.T) {
-	const bp = synth.PageSize * 8 // pfns per bitmap block
+	const bp = synth.PageSize * 8 // pfns per bitmap block (a page of bits)
+
 	bios := synth.Segment{Paddr: 0xfffc0000, FileSize: 0x3f000, MemSize: 0x40000} // data for pfns 0xfffc0-0xffffe
 	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * synth.PageSize, MemSize: 2 * bp * synth.PageSize}
 	s := synth.Spec{Segments: []synth.Segment{ram, bios}, CPUs: 1, Seed: 1, Mix: synth.Mix{Zero: 1}}

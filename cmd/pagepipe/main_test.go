@@ -137,7 +137,7 @@ func ownReader(t *testing.T, dump string) judge.Pages {
 	}
 	defer d.Close()
 	got := judge.Pages{}
-	buf := make([]byte, synth.PageSize)
+	buf := make([]byte, d.PageSize())
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		if err := d.ReadPage(pfn, buf); err != nil {
 			t.Fatal(err)
