@@ -12,6 +12,8 @@ import (
 
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
+	"pagepipe/kernel"
+	"pagepipe/source"
 )
 
 // The real ppc64le fixture (issue 23): Debian 12's 6.1 powerpc64le kernel
@@ -103,6 +105,7 @@ func TestPPC64ReadersReadEveryPage(t *testing.T) {
 		runTo(t, mdf, []string{"-d", "31"}, vmcore, ref)
 		want := judge.ExpectedPages(t, vmcore, ref)
 		uts := initUtsNS(t, vmcore)
+		ps := ppcPageSize(t, vmcore)
 		for _, c := range []string{"-c", "-l"} {
 			t.Run(string(mmu)+c, func(t *testing.T) {
 				ours, ppc := filepath.Join(dir, "pp"+c), filepath.Join(dir, "ppc"+c)
@@ -110,10 +113,10 @@ func TestPPC64ReadersReadEveryPage(t *testing.T) {
 				runTo(t, ppcPagepipe(t), []string{c, "-d", "31"}, vmcore, ppc)
 				equalFiles(t, ppc, ours)
 				ranges := judge.AllPFNs(t, ours)
-				if d := want.Diff(judge.Libkdumpfile(t, ours, ranges)); d != "" {
+				if d := want.Diff(judge.LibkdumpfileAt(t, ours, ps, ranges)); d != "" {
 					t.Errorf("libkdumpfile:\n%s", d)
 				}
-				if d := want.Diff(judge.Drgn(t, ours, ranges)); d != "" {
+				if d := want.Diff(judge.DrgnAt(t, ours, ps, ranges)); d != "" {
 					t.Errorf("drgn:\n%s", d)
 				}
 				for _, reader := range []string{"libkdumpfile", "drgn"} {
@@ -127,6 +130,25 @@ func TestPPC64ReadersReadEveryPage(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ppcPageSize is the page size the vmcore's kernel says (VMCOREINFO
+// PAGESIZE): 64 KiB for Debian's ppc64el kernel.
+func ppcPageSize(t *testing.T, vmcore string) uint64 {
+	t.Helper()
+	v, err := source.Open(vmcore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vi.PageSize() != 65536 {
+		t.Fatalf("PAGESIZE %d, want Debian ppc64el's 65536", vi.PageSize())
+	}
+	return uint64(vi.PageSize())
 }
 
 // Acceptance 1: --dump-dmesg is byte-identical to the ppc64el
