@@ -102,3 +102,57 @@ func openShape(t *testing.T, shape string) (*Vmcore, string) {
 // testPageSize is the page size of the generated vmcores these tests read:
 // x86_64's, which a vmcore says with VMCOREINFO PAGESIZE or its default.
 const testPageSize = 4096
+
+// A vmcore of 16 or 64 KiB pages (VMCOREINFO PAGESIZE) is read in them:
+// pfns, max_mapnr, the bitmaps and every page the mmap and pread readers
+// serve are the generator's, for every shape and both file layouts,
+// partial and unaligned pages included.
+func TestPagesOfEverySize(t *testing.T) {
+	for _, ps := range PageSizes {
+		for _, shape := range []string{"holes", "alias", "unaligned", "partial-page", "qemu"} {
+			for _, layout := range []synth.Layout{synth.ProcVmcore, synth.QEMU} {
+				t.Run(fmt.Sprintf("%d/%s/%s", ps, shape, layout), func(t *testing.T) {
+					s, ok := synth.Shapes()[shape]
+					if !ok {
+						t.Fatalf("no shape %s", shape)
+					}
+					s = synth.WithPageSize(s, ps)
+					s.Layout = layout
+					path := filepath.Join(t.TempDir(), "vmcore")
+					if err := synth.WriteFile(path, s); err != nil {
+						t.Fatal(err)
+					}
+					v, err := Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer v.Close()
+					if v.PageSize() != ps || v.MaxMapnr != s.MaxMapnr() {
+						t.Fatalf("page size %d, max_mapnr %d; want %d, %d", v.PageSize(), v.MaxMapnr, ps, s.MaxMapnr())
+					}
+					_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{LastPresent: true, KeepData: true})
+					want := make([]byte, ps)
+					for _, mmap := range []bool{true, false} {
+						r := v.NewReader(DefaultMapSize, mmap)
+						n := 0
+						for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
+							got, err := r.Page(pfn)
+							if err != nil {
+								t.Fatal(err)
+							}
+							synth.Page(s, pfn, want)
+							if !bytes.Equal(got, want) {
+								t.Fatalf("mmap %v: pfn %#x differs from the generator's", mmap, pfn)
+							}
+							n++
+						}
+						r.Close()
+						if n == 0 {
+							t.Fatal("no page with data")
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -201,8 +201,8 @@ func TestARM64GeneratedDumps(t *testing.T) {
 }
 
 // checkARM64Shapes: -F then -R gives the -d 31 file back; -E keeps the
-// arm64 ELF header and the truth's pages; --split's files together hold
-// them.
+// arm64 ELF header and the truth's pages; verify and inspect read the
+// dump in its page size; --split's files together hold them.
 func checkARM64Shapes(t *testing.T, dir, name, vmcore, d31 string, s synth.Spec) {
 	want, _ := wantARM64(t, s, "31")
 	var stream, stderr bytes.Buffer
@@ -254,6 +254,15 @@ func checkARM64Shapes(t *testing.T, dir, name, vmcore, d31 string, s synth.Spec)
 		if _, ok := got[pfn]; !ok && h != zero {
 			t.Fatalf("-E -d 31: pfn %#x missing", pfn)
 		}
+	}
+
+	// verify reads every page back against the vmcore; inspect reports the
+	// page size as the block size.
+	if got, w := mustPagepipe(t, "verify", vmcore, d31), fmt.Sprintf("verified: %d pages of", len(want)); !strings.HasPrefix(got, w) {
+		t.Errorf("verify says %q, want %q...", got, w)
+	}
+	if got, w := mustPagepipe(t, "inspect", d31), fmt.Sprintf("block size      : %d\n", ps); !strings.Contains(got, w) {
+		t.Errorf("inspect says\n%s\nwithout %q", got, w)
 	}
 
 	parts := splitNames(dir, name+".split", 2)

@@ -142,6 +142,7 @@ func ForeignMachine(a Arch, sizeMiB int) Spec {
 		in.vmcoreinfo + "CRASHTIME=1733000000\n"
 	return Spec{
 		Arch:       a,
+		PageSize:   uint64(in.pageSize),
 		Segments:   []Segment{seg(in.ramBase, half), seg(in.ramBase+half+64<<20, size-half)},
 		CPUs:       2,
 		VMCOREINFO: vi,
