@@ -366,3 +366,43 @@ func FuzzPPC64VtoP(f *testing.F) {
 		_ = tr.ReadVirt(vaddr, make([]byte, 64))
 	})
 }
+
+// mem_map discovery on a 64 KiB-page ppc64le 6.1 kernel, as Debian's
+// VMCOREINFO describes it: SPARSEMEM_EXTREME with 65536 roots of 2048
+// sections (SECTIONS_PER_ROOT is a page of 32-byte mem_sections), 16 MiB
+// sections of 256 pfns, the struct pages in the vmemmap reached through
+// vmemmap_list. A 1 GiB machine has 64 sections.
+func TestPPC64FindMemMap(t *testing.T) {
+	mem := newMemPhys()
+	ppcKernelMem(mem, 1) // one 2 MiB vmemmap block at physical 0x36000000
+	newPPCTables(mem, true, 0x2740000)
+	const roots, root0 = 0x4000000, 0x4100000
+	mem.write(roots, binary.LittleEndian.AppendUint64(nil, PPC64PageOffset+root0))
+	for n := uint64(0); n < 64; n++ {
+		mem.write(root0+n*32, binary.LittleEndian.AppendUint64(nil, PPC64VmemmapStart|3))
+	}
+	vi := ppcVI(t, "SYMBOL(mem_section)=c000000004000000", "LENGTH(mem_section)=65536", "SIZE(mem_section)=32",
+		"OFFSET(mem_section.section_mem_map)=0", "NUMBER(SECTION_SIZE_BITS)=24", "NUMBER(MAX_PHYSMEM_BITS)=51", "SIZE(page)=64")
+	tr, err := PPC64LE.NewTranslator(mem, vi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm, err := FindMemMap(vi, tr, 16384)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mm.Sections) != 64 || mm.MaxPFN() != 16384 {
+		t.Fatalf("%d sections up to pfn %d, want 64 up to 16384", len(mm.Sections), mm.MaxPFN())
+	}
+	for i, s := range mm.Sections {
+		if s.StartPFN != uint64(i)*256 || s.EndPFN != s.StartPFN+256 || s.MemMap != PPC64VmemmapStart+s.StartPFN*64 {
+			t.Fatalf("section %d: %+v", i, s)
+		}
+	}
+	// pfn 0x1234's struct page is at 0x36000000 + 0x1234 * 64.
+	mem.write(0x36000000+0x1234*64, []byte("struct page 0x1234"))
+	b := make([]byte, 18)
+	if err := tr.ReadVirt(mm.Sections[0x1234/256].MemMap+0x34*64, b); err != nil || string(b) != "struct page 0x1234" {
+		t.Fatalf("struct page of pfn 0x1234: %q, %v", b, err)
+	}
+}
