@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-
-	"pagepipe/source"
 )
 
 // Machine is what the bench measured of the machine itself, apart from
@@ -65,7 +63,7 @@ func Fit(sums []Summary, m Machine) (Model, error) {
 		md.Serial += st.Reorder + st.Write + (st.Filter - s.ScanCPU) + st.Other
 		md.FitWorkers = append(md.FitWorkers, s.Workers)
 		md.BytesIn, md.BytesRead, md.BytesOut = s.BytesIn, s.BytesRead, s.BytesOut
-		md.Dumped = uint64(s.BytesRead / source.PageSize)
+		md.Dumped = s.Dumped
 	}
 	n := float64(len(sums))
 	md.Parallel /= n

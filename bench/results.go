@@ -57,7 +57,7 @@ type Run struct {
 	// CPU per stage: pagepipe only (makedumpfile's are zero).
 	Stages  Stages  `json:"stage_cpu_s"`
 	ScanCPU float64 `json:"filter_scan_cpu_s"` // the parallel part of Stages.Filter
-	// BytesIn is the crashed machine's memory (pages with data × 4 KiB),
+	// BytesIn is the crashed machine's memory (pages with data × page size),
 	// the same for both programs; BytesOut is the dump's size.
 	BytesIn  int64 `json:"bytes_in"`
 	BytesOut int64 `json:"bytes_out"`
@@ -121,6 +121,7 @@ type Summary struct {
 	BytesIn    int64   `json:"bytes_in"`
 	BytesOut   int64   `json:"bytes_out"`
 	BytesRead  int64   `json:"bytes_read"`
+	Dumped     uint64  `json:"pages_dumped"`
 }
 
 // Summarize groups runs by configuration, in the order they first appear.
@@ -164,6 +165,7 @@ func Summarize(runs []Run) []Summary {
 			BytesIn:    last.BytesIn,
 			BytesOut:   last.BytesOut,
 			BytesRead:  last.BytesRead,
+			Dumped:     last.Dumped,
 		})
 	}
 	return out

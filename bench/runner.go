@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"pagepipe/dump"
-	"pagepipe/source"
 )
 
 // Runner runs a study's configurations as child processes.
@@ -160,7 +159,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	run.FilterWall, run.CopyWall = cs.FilterWall, cs.CopyWall
 	run.ScanCPU = cs.ScanCPU
 	run.Dumped, run.GOMAXPROCS = cs.Dumped, cs.GOMAXPROCS
-	run.BytesRead = int64(cs.Dumped) * source.PageSize
+	run.BytesRead = int64(cs.Dumped) * int64(cs.PageSize)
 	run.Stages = Stages{
 		Read:     cs.ReadCPU,
 		Filter:   cs.FilterCPU,

@@ -78,10 +78,6 @@ func readUtsname(v *source.Vmcore, vi *kernel.VMCOREINFO, dst *[kdumpfmt.Utsname
 	return nil
 }
 
-// bitmapBlockPfns is the number of pfns in one 4 KiB block of
-// makedumpfile's bitmap file.
-const bitmapBlockPfns = 4096 * 8
-
 // markPastMemMap decides which pfns from maxMapnr (the end of the crashed
 // kernel's mem_map) on an ELF dump keeps. The kdump format has no bits for
 // them; makedumpfile's ELF walk still visits them when a PT_LOAD reaches
@@ -89,12 +85,14 @@ const bitmapBlockPfns = 4096 * 8
 // mode it reads their bits from past the end of its bitmap file: the read
 // fails ("is_dumpable_file: Can't read the bitmap") and the bits come from
 // the block it read last, that is, from the pfn at the same place in the
-// 32768-pfn block of the last pfn below maxMapnr that its walk visited.
+// bitmap block (one page of bits: 32768 pfns with 4 KiB pages) of the last
+// pfn below maxMapnr that its walk visited.
 // This reproduces that, so that the dump equals makedumpfile's; only pages
 // the vmcore holds are ever taken. (In cycles makedumpfile keeps them all
 // instead: keepPastMemMap.)
 func markPastMemMap(keep *bitmap.Bitmap, v *source.Vmcore, maxMapnr uint64) {
-	const ps, bp = source.PageSize, bitmapBlockPfns
+	ps := v.PageSize()
+	bp := ps * 8 // pfns per bitmap block
 	if maxMapnr == 0 || maxMapnr >= keep.Len() {
 		return
 	}

@@ -13,10 +13,11 @@ import (
 // in the 32768-pfn bitmap block of the last pfn below it that it visited,
 // as makedumpfile's stale bitmap buffer gives them.
 func TestMarkPastMemMap(t *testing.T) {
-	const bp = bitmapBlockPfns
+	const bp = synth.PageSize * 8 // pfns per bitmap block (a page of bits)
+
 	bios := synth.Segment{Paddr: 0xfffc0000, FileSize: 0x40000, MemSize: 0x40000} // pfns 0xfffc0-0xfffff
-	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * source.PageSize, MemSize: 2 * bp * source.PageSize}
-	low := synth.Segment{Paddr: 0x100 * source.PageSize, FileSize: 0x100 * source.PageSize, MemSize: 0x100 * source.PageSize}
+	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * synth.PageSize, MemSize: 2 * bp * synth.PageSize}
+	low := synth.Segment{Paddr: 0x100 * synth.PageSize, FileSize: 0x100 * synth.PageSize, MemSize: 0x100 * synth.PageSize}
 	open := func(segs ...synth.Segment) *source.Vmcore {
 		s := synth.Spec{Segments: segs, CPUs: 1, Seed: 1, Mix: synth.Mix{Zero: 1}}
 		path := filepath.Join(t.TempDir(), "v")
@@ -90,9 +91,10 @@ func TestMarkPastMemMap(t *testing.T) {
 // In cycles the ELF walk keeps every pfn past mem_map that a PT_LOAD has
 // data for, and nothing below it changes.
 func TestKeepPastMemMap(t *testing.T) {
-	const bp = bitmapBlockPfns
+	const bp = synth.PageSize * 8 // pfns per bitmap block (a page of bits)
+
 	bios := synth.Segment{Paddr: 0xfffc0000, FileSize: 0x3f000, MemSize: 0x40000} // data for pfns 0xfffc0-0xffffe
-	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * source.PageSize, MemSize: 2 * bp * source.PageSize}
+	ram := synth.Segment{Paddr: 0, FileSize: 2 * bp * synth.PageSize, MemSize: 2 * bp * synth.PageSize}
 	s := synth.Spec{Segments: []synth.Segment{ram, bios}, CPUs: 1, Seed: 1, Mix: synth.Mix{Zero: 1}}
 	path := filepath.Join(t.TempDir(), "v")
 	if err := synth.WriteFile(path, s); err != nil {

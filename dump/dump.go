@@ -241,8 +241,9 @@ type FilterStats struct {
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
 	ScanCPU    cpuclock.Usage
-	// Pfns is the plan's max_mapnr: the struct pages the scan covered.
-	Pfns uint64
+	// Pfns is the plan's max_mapnr: the struct pages the scan covered;
+	// PageSize the bytes of each page.
+	Pfns, PageSize uint64
 	// Cycles is how many cycles the 2nd bitmap was made in (1: held
 	// whole; filter.NewPlan's window), and ScanWall the page scan's wall
 	// time over all of them, each time one was made (Plan.ScanWall).
@@ -259,6 +260,7 @@ func (r Result) Stats() Stats {
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
 		Workers:     r.Workers,
 		Pfns:        f.Pfns,
+		PageSize:    f.PageSize,
 		Dumped:      s.Pages,
 		ZeroPages:   s.ZeroPages,
 		DataBytes:   s.DataBytes,

@@ -62,7 +62,7 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 	for i, l := range v.Loads {
 		segs[i] = sink.ELFSegment{Paddr: l.Paddr, Vaddr: l.Vaddr, MemSize: l.MemSize, Flags: l.Flags, Align: l.Align}
 	}
-	l := sink.NewELFLayout(v.Ehdr, v.NotePhdr, uint64(len(v.Info.Notes)), segs, keep)
+	l := sink.NewELFLayout(v.PageSize(), v.Ehdr, v.NotePhdr, uint64(len(v.Info.Notes)), segs, keep)
 	j.ev.Notef(Debug, "ELF dump: %d PT_LOADs, %d bytes\n", len(l.Loads), l.Size)
 	return &elfFile{l: l, notes: v.Info.Notes, zeros: zeros}, nil
 }

@@ -75,6 +75,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if err := v.Arch().Check(vi); err != nil {
 		return nil, source.Unsupported(err)
 	}
+	if vi != nil && uint64(vi.PageSize()) != v.PageSize() {
+		return nil, source.Unsupported(fmt.Errorf("VMCOREINFO says %d-byte pages, the input's are %d bytes (%s)", vi.PageSize(), v.PageSize(), pageSizeFrom(v)))
+	}
 	if vi != nil && dump == nil {
 		warnKernelVersion(ev, o.Program, vi.OSRelease())
 	}
@@ -128,7 +131,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	plan := in.plan
 	notes, nrCPUs, viOff, viSize := v.Notes()
 	m := &sink.Meta{
-		BlockSize:      source.PageSize,
+		BlockSize:      v.PageSize(),
 		NrCPUs:         int32(nrCPUs),
 		DumpLevel:      int32(level),
 		Notes:          notes,
@@ -161,6 +164,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	}
 	in.meta = m
 	return in, nil
+}
+
+// pageSizeFrom says where the input's page size came from, for messages.
+func pageSizeFrom(m source.Memory) string {
+	if _, ok := m.(*source.Vmcore); ok {
+		return "its architecture's default"
+	}
+	return "the kdump header's block_size"
 }
 
 // findVmemmap finds the vmemmap for -e, or says on the error stream why
@@ -196,7 +207,7 @@ func highPFN(v *source.Vmcore, m source.Memory) uint64 {
 	for _, l := range v.Loads {
 		end = max(end, l.Paddr+l.MemSize)
 	}
-	return end / source.PageSize
+	return end / v.PageSize()
 }
 
 // excludeVmemmap applies -e to the plan (dumpable nil) or to an ELF dump's

@@ -75,7 +75,7 @@ func checkDump(t *testing.T, path string, s synth.Spec) (pages uint64) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	got, want := make([]byte, source.PageSize), make([]byte, source.PageSize)
+	got, want := make([]byte, synth.PageSize), make([]byte, synth.PageSize)
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		err := d.ReadPage(pfn, got)
 		if errors.Is(err, source.ErrNotDumped) {
@@ -106,7 +106,7 @@ func TestRunKdump(t *testing.T) {
 	if res.Pages.Excluded.Zero == 0 || res.Pages.Excluded.Zero != res.Copy.ZeroPages {
 		t.Errorf("zero pages: report %d, copy pass %d", res.Pages.Excluded.Zero, res.Copy.ZeroPages)
 	}
-	if want := s.DataBytes() / source.PageSize; res.Pages.Original != want {
+	if want := s.DataBytes() / synth.PageSize; res.Pages.Original != want {
 		t.Errorf("original pages %d, the machine has %d", res.Pages.Original, want)
 	}
 	if res.Copy.Compressed == 0 || res.Level != 1 || res.Workers != 3 {
@@ -153,16 +153,16 @@ func TestRunELF(t *testing.T) {
 	}
 	defer f.Close()
 	var inFile uint64
-	got, want := make([]byte, source.PageSize), make([]byte, source.PageSize)
+	got, want := make([]byte, synth.PageSize), make([]byte, synth.PageSize)
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD {
 			continue
 		}
-		for off := uint64(0); off+source.PageSize <= p.Filesz; off += source.PageSize {
+		for off := uint64(0); off+synth.PageSize <= p.Filesz; off += synth.PageSize {
 			if _, err := p.ReadAt(got, int64(off)); err != nil {
 				t.Fatal(err)
 			}
-			synth.Page(s, (p.Paddr+off)/source.PageSize, want)
+			synth.Page(s, (p.Paddr+off)/synth.PageSize, want)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("paddr %#x differs from the vmcore", p.Paddr+off)
 			}
@@ -227,7 +227,7 @@ func TestRunIncomplete(t *testing.T) {
 	if !incomplete {
 		t.Error("the header is not marked INCOMPLETE")
 	}
-	if n := checkDump(t, out, s); n == 0 || n >= s.DataBytes()/source.PageSize {
+	if n := checkDump(t, out, s); n == 0 || n >= s.DataBytes()/synth.PageSize {
 		t.Errorf("the cut dump holds %d pages", n)
 	}
 	if !near(res.Written, size(t, out)) {

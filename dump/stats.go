@@ -18,6 +18,7 @@ type Stats struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	Workers    int    `json:"workers"`
 	Pfns       uint64 `json:"pfns"`         // max_mapnr: struct pages scanned
+	PageSize   uint64 `json:"page_size"`    // bytes of each of them
 	Dumped     uint64 `json:"pages_dumped"` // pages the copy pass handled
 	ZeroPages  uint64 `json:"zero_pages"`
 	DataBytes  uint64 `json:"data_bytes"`

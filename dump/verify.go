@@ -30,12 +30,15 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
+	if d.PageSize() != v.PageSize() {
+		return fmt.Errorf("the dump's pages are %d bytes, the vmcore's %d", d.PageSize(), v.PageSize())
+	}
 	if d.MaxMapnr > v.MaxMapnr {
 		return fmt.Errorf("dump covers %d pfns, the vmcore only %d", d.MaxMapnr, v.MaxMapnr)
 	}
 	r := v.NewReader(source.DefaultMapSize, true)
 	defer r.Close()
-	got := make([]byte, source.PageSize)
+	got := make([]byte, d.PageSize())
 	var pages, lost uint64
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		if err := d.ReadPage(pfn, got); errors.Is(err, source.ErrLost) {

@@ -58,7 +58,7 @@ type job struct {
 func (j *job) write(ctx context.Context) (Result, error) {
 	j.res = Result{Level: j.in.level, Workers: j.o.Workers}
 	p := j.in.plan
-	j.res.Filter = FilterStats{Wall: p.Wall, ProcessCPU: p.ProcessCPU, ScanCPU: p.ScanCPU, Pfns: p.MaxMapnr}
+	j.res.Filter = FilterStats{Wall: p.Wall, ProcessCPU: p.ProcessCPU, ScanCPU: p.ScanCPU, Pfns: p.MaxMapnr, PageSize: j.in.mem.PageSize()}
 	var l layout
 	var err error
 	switch j.o.Out.Shape {
@@ -186,7 +186,8 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer, progress func(uint64)) pipeline.Config {
 	useMmap := j.useMmap()
 	return pipeline.Config{
-		Workers: j.o.Workers,
+		Workers:  j.o.Workers,
+		PageSize: int(j.in.mem.PageSize()),
 		NewReader: func() pipeline.PageReader {
 			return j.in.mem.NewReader(j.o.MapSize, useMmap)
 		},

@@ -173,10 +173,10 @@ func elfExpected(t *testing.T, vmcore, dump string) (map[uint64]map[string]bool,
 	defer v.Close()
 	r := v.NewReader(source.DefaultMapSize, true)
 	defer r.Close()
-	zero := judge.Hash(make([]byte, source.PageSize))
+	zero := judge.Hash(make([]byte, synth.PageSize))
 	allowed := map[uint64]map[string]bool{}
 	var ranges []judge.Range
-	const ps = source.PageSize
+	const ps = synth.PageSize
 	for _, p := range elfLoads(t, dump) {
 		lo, file, hi := p.Paddr/ps, (p.Paddr+p.Filesz)/ps, (p.Paddr+p.Memsz+ps-1)/ps
 		ranges = append(ranges, judge.Range{Lo: lo, Hi: hi})
@@ -270,8 +270,8 @@ func elfDataEnd(t *testing.T, path string, pfn uint64) int64 {
 	t.Helper()
 	var end uint64
 	for _, p := range elfLoads(t, path) {
-		if p.Filesz > 0 && p.Paddr < pfn*source.PageSize {
-			end = max(end, p.Off+min(p.Filesz, pfn*source.PageSize-p.Paddr))
+		if p.Filesz > 0 && p.Paddr < pfn*synth.PageSize {
+			end = max(end, p.Off+min(p.Filesz, pfn*synth.PageSize-p.Paddr))
 		}
 	}
 	return int64(end)
@@ -318,7 +318,7 @@ func checkELFIncomplete(t *testing.T, vmcore, dump, full string, err error, out 
 	var gotBytes uint64
 	inFile := map[uint64]bool{} // pfns a PT_LOAD holds in the file
 	for _, p := range elfLoads(t, dump) {
-		for pfn := p.Paddr / source.PageSize; pfn < (p.Paddr+p.Filesz)/source.PageSize; pfn++ {
+		for pfn := p.Paddr / synth.PageSize; pfn < (p.Paddr+p.Filesz)/synth.PageSize; pfn++ {
 			inFile[pfn] = true
 		}
 		w, ok := want[key{p.Off, p.Paddr}]
@@ -327,7 +327,7 @@ func checkELFIncomplete(t *testing.T, vmcore, dump, full string, err error, out 
 			t.Errorf("PT_LOAD at %#x: data [%#x, +%#x) past the end of the %d-byte file", p.Paddr, p.Off, p.Filesz, st.Size())
 		case !ok || p.Off != w.Off || p.Vaddr != w.Vaddr:
 			t.Errorf("PT_LOAD at %#x (offset %#x) is none of the complete dump's", p.Paddr, p.Off)
-		case p != w && (p.Filesz >= w.Filesz || p.Memsz != p.Filesz || p.Filesz%source.PageSize != 0):
+		case p != w && (p.Filesz >= w.Filesz || p.Memsz != p.Filesz || p.Filesz%synth.PageSize != 0):
 			t.Errorf("PT_LOAD at %#x: filesz %#x memsz %#x, not a whole-page prefix of filesz %#x memsz %#x", p.Paddr, p.Filesz, p.Memsz, w.Filesz, w.Memsz)
 		}
 		gotBytes += p.Filesz

@@ -186,7 +186,7 @@ func readPerCPUEnd(t *testing.T, fx fixture.Paths, vmlinux string) uint64 {
 		if o < pageOffset {
 			t.Fatalf("cpu %d: __per_cpu_offset %#x is not a direct-map address", i, o)
 		}
-		end = max(end, (o-pageOffset+unit+source.PageSize-1)/source.PageSize)
+		end = max(end, (o-pageOffset+unit+v.PageSize()-1)/v.PageSize())
 	}
 	if cpus == 0 || unit == 0 || end > v.MaxMapnr {
 		t.Fatalf("per-cpu areas: %d cpus, unit %#x, end pfn %#x of %#x", cpus, unit, end, v.MaxMapnr)

@@ -16,18 +16,27 @@ import (
 // ARM64Geometries are the arm64 kernel machines the tests dump: every VA
 // size arm64 Linux has with 4 KiB pages, a 52-bit kernel on 48-bit
 // hardware, 52-bit physical addresses (LPA2), and one without KASLR and
-// 1 GiB blocks.
+// 1 GiB blocks; then 16 KiB pages (47- and 48-bit VAs) and 64 KiB pages
+// (42, 48 over several 512 MiB sections and blocks, 52 on 48-bit
+// hardware, 52-bit PAs).
 var arm64Geometries = []struct {
 	name string
 	ks   synth.KernelSpec
 	mib  int
+	page uint64 // 0: 4 KiB
 }{
-	{"va48", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 48}, 160},
-	{"va39", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 39}, 96},
-	{"va52", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 52}, 96},
-	{"va52-on-48", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 52, VABitsActual: 48}, 96},
-	{"va52-pa52", synth.KernelSpec{Profile: "6.12", KASLR: true, VABits: 52, PA52: true}, 96},
-	{"va48-nokaslr-1g", synth.KernelSpec{Profile: "6.6", VABits: 48}, 2100},
+	{"va48", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 48}, 160, 0},
+	{"va39", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 39}, 96, 0},
+	{"va52", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 52}, 96, 0},
+	{"va52-on-48", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 52, VABitsActual: 48}, 96, 0},
+	{"va52-pa52", synth.KernelSpec{Profile: "6.12", KASLR: true, VABits: 52, PA52: true}, 96, 0},
+	{"va48-nokaslr-1g", synth.KernelSpec{Profile: "6.6", VABits: 48}, 2100, 0},
+	{"16k-va47", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 47}, 96, 16 << 10},
+	{"16k-va48", synth.KernelSpec{Profile: "6.6", KASLR: true, VABits: 48}, 160, 16 << 10},
+	{"64k-va42", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 42}, 96, 64 << 10},
+	{"64k-va48-nokaslr", synth.KernelSpec{Profile: "6.6", VABits: 48}, 1100, 64 << 10},
+	{"64k-va52-on-48", synth.KernelSpec{Profile: "6.1", KASLR: true, VABits: 52, VABitsActual: 48}, 96, 64 << 10},
+	{"64k-va52-pa52", synth.KernelSpec{Profile: "6.12", KASLR: true, VABits: 52, PA52: true}, 96, 64 << 10},
 }
 
 // On every arm64 geometry the page scan, through the arm64 walk, leaves
@@ -37,6 +46,7 @@ func TestScanARM64MatchesTruth(t *testing.T) {
 	for _, g := range arm64Geometries {
 		t.Run(g.name, func(t *testing.T) {
 			s := synth.NewARM64Machine(g.ks, g.mib)
+			s.PageSize = g.page
 			path := filepath.Join(dir, g.name)
 			if err := synth.WriteFile(path, s); err != nil {
 				t.Fatal(err)

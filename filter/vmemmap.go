@@ -7,7 +7,6 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/kernel"
-	"pagepipe/source"
 )
 
 // -e: the struct pages of excluded pages are themselves left out.
@@ -46,12 +45,9 @@ import (
 // vmemmapBlock is the size of the vmemmap's pages (PMD_SIZE).
 const vmemmapBlock = 2 << 20
 
-// bitmapWordPfns and makedumpfile's bitmap block (PFN_BUFBITMAP: 4 KiB of
-// bits) cut the runs of excluded pfns.
-const (
-	bitmapWordPfns  = 64
-	bitmapBlockPfns = 4096 * 8
-)
+// bitmapWordPfns and makedumpfile's bitmap block (PFN_BUFBITMAP: one page
+// of bits, Vmemmap.blockPfns) cut the runs of excluded pfns.
+const bitmapWordPfns = 64
 
 // ErrVmemmap is the root of every reason FindVmemmap gives up: the dump
 // is then made without -e, as makedumpfile makes it.
@@ -64,6 +60,7 @@ type Vmemmap struct {
 	Base   uint64
 	groups []VmemmapGroup
 	size   uint64 // SIZE(page)
+	page   uint64 // the page size
 	// Blocks is the number of 2 MiB blocks walked, Mapped how many of
 	// them are mapped.
 	Blocks, Mapped uint64
@@ -104,7 +101,8 @@ func (k *Kernel) FindVmemmap(highPFN uint64) (*Vmemmap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrVmemmap, err)
 	}
-	v := &Vmemmap{Base: base, size: size}
+	ps := uint64(vi.PageSize())
+	v := &Vmemmap{Base: base, size: size, page: ps}
 	// Block b is walked while floor(b*2MiB/size) < highPFN.
 	v.Blocks = (highPFN*size + vmemmapBlock - 1) / vmemmapBlock
 	type span struct{ first, end, paddr uint64 } // blocks [first, end) from paddr
@@ -141,8 +139,8 @@ func (k *Kernel) FindVmemmap(highPFN uint64) (*Vmemmap, error) {
 			end-- // the last block walked ends makedumpfile's last group
 		}
 		g := VmemmapGroup{
-			VmapStart: s.paddr / source.PageSize,
-			VmapLast:  (s.paddr + (s.end-1-s.first)*vmemmapBlock) / source.PageSize,
+			VmapStart: s.paddr / ps,
+			VmapLast:  (s.paddr + (s.end-1-s.first)*vmemmapBlock) / ps,
 			RepStart:  s.first * vmemmapBlock / size,
 			RepEnd:    end * vmemmapBlock / size,
 		}
@@ -176,9 +174,10 @@ type VmemmapRun struct{ Start, Pages uint64 }
 // returns is found before any of it is cleared.
 func (v *Vmemmap) Unused(present, dumpable *bitmap.Bitmap, maxMapnr uint64) []VmemmapRun {
 	var runs []VmemmapRun
-	words := (maxMapnr + bitmapBlockPfns - 1) / bitmapBlockPfns * (bitmapBlockPfns / bitmapWordPfns)
+	blockPfns := v.page * 8
+	words := (maxMapnr + blockPfns - 1) / blockPfns * (blockPfns / bitmapWordPfns)
 	words = min(words, (present.Len()+bitmapWordPfns-1)/bitmapWordPfns, (dumpable.Len()+bitmapWordPfns-1)/bitmapWordPfns)
-	const perBlock = bitmapBlockPfns / bitmapWordPfns
+	perBlock := blockPfns / bitmapWordPfns
 	start := int64(-1) // first qualifying word of the current run
 	flush := func(end uint64) {
 		if start >= 0 && end-uint64(start) > 1 {
@@ -213,8 +212,8 @@ func (v *Vmemmap) pages(s, e uint64) (VmemmapRun, bool) {
 		return VmemmapRun{}, false
 	}
 	g := v.groups[i]
-	first := ((s-g.RepStart)*v.size + source.PageSize - 1) / source.PageSize // rounded up
-	end := (e + 1 - g.RepStart) * v.size / source.PageSize                   // rounded down
+	first := ((s-g.RepStart)*v.size + v.page - 1) / v.page // rounded up
+	end := (e + 1 - g.RepStart) * v.size / v.page          // rounded down
 	if end <= first {
 		return VmemmapRun{}, false
 	}

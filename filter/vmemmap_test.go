@@ -51,7 +51,7 @@ func TestVmemmapUnused(t *testing.T) {
 				present.ClearRange(r[0], r[1])
 				dumpable.ClearRange(r[0], r[1])
 			}
-			v := &Vmemmap{groups: c.groups, size: c.size}
+			v := &Vmemmap{groups: c.groups, size: c.size, page: 4096}
 			if got := v.Unused(present, dumpable, n); !slices.Equal(got, c.want) {
 				t.Errorf("got %v, want %v", got, c.want)
 			}

@@ -17,6 +17,10 @@ type Arch interface {
 	// PrstatusSize is sizeof(struct elf_prstatus): the descriptor size of
 	// a CPU's CORE NT_PRSTATUS note.
 	PrstatusSize() int
+	// DefaultPageSize is the page size of a vmcore of this architecture
+	// that does not say its own (no VMCOREINFO PAGESIZE): the size
+	// distributions' kernels use.
+	DefaultPageSize() uint64
 	// Check refuses the VMCOREINFO (nil: the input has none) when a dump
 	// made with it would be wrong: a key the walk or the header needs is
 	// missing or malformed.
@@ -39,7 +43,7 @@ type Arch interface {
 type Load struct{ Paddr, Vaddr uint64 }
 
 // supported lists the architectures pagepipe dumps.
-var supported = []Arch{X86_64, ARM64}
+var supported = []Arch{X86_64, ARM64, PPC64LE}
 
 // ArchByName returns the supported architecture uname -m calls name.
 func ArchByName(name string) (Arch, bool) {

@@ -20,6 +20,10 @@ var ARM64 Arch = arm64{}
 func (arm64) Name() string       { return "aarch64" }
 func (arm64) ELFMachine() uint16 { return 183 } // EM_AARCH64
 func (arm64) PrstatusSize() int  { return 392 } // x0..x30, sp, pc, pstate at 112
+
+// DefaultPageSize is the 4 KiB granule Debian's and most distributions'
+// arm64 kernels use (16 and 64 KiB kernels say so in PAGESIZE).
+func (arm64) DefaultPageSize() uint64 { return 4096 }
 func (arm64) FallbackUtsname() bool {
 	return false // readers decode the dump by machine and phys_base: both must be right
 }
@@ -66,6 +70,13 @@ type arm64Format struct {
 	pageShift uint // 12, 14 or 16 (4, 16 or 64 KiB granule)
 	vaBits    uint // vabits_actual: 64 - TCR_EL1.T1SZ
 	levels    int  // 2 to 5
+	// pgdBits is the VA size the top table is indexed with: VA_BITS
+	// where the kernel built for it runs at vabits_actual with the same
+	// depth (a 52-bit 64 KiB-page kernel on 48-bit hardware: its PGD has
+	// PTRS_PER_PGD for 52 bits, a 48-bit address's entries are its last
+	// ones, and TTBR1 points TTBR1_BADDR_4852_OFFSET into it), else
+	// vabits_actual.
+	pgdBits uint
 	// pa52: NUMBER(MAX_PHYSMEM_BITS)=52. With 64 KiB pages (FEAT_LPA)
 	// PA[51:48] sit in descriptor bits [15:12]; with 4 and 16 KiB pages
 	// and a 52-bit VA in use (FEAT_LPA2, TCR_EL1.DS=1: the kernel enables
@@ -121,6 +132,10 @@ func (arm64) geometry(vi *VMCOREINFO) (arm64Format, error) {
 		return f, fmt.Errorf("aarch64 vmcore: %d-byte pages with %d-bit virtual addresses are not a geometry arm64 Linux has", vi.PageSize(), actual)
 	}
 	f.levels = levels
+	f.pgdBits = f.vaBits
+	if l, ok := arm64Levels[[2]uint{f.pageShift, uint(vaBits)}]; ok && l == levels && uint(vaBits) > f.vaBits {
+		f.pgdBits = uint(vaBits)
+	}
 	if pb, ok := vi.Number("MAX_PHYSMEM_BITS"); ok && pb == 52 {
 		f.pa52 = true
 	}
@@ -147,7 +162,7 @@ func (a arm64) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) 
 		return nil, fmt.Errorf("arm64 page tables: %w", err)
 	}
 	top := sym - voff
-	t, err := NewARM64TranslatorAt(r, top, f.pageShift, f.vaBits, f.pa52)
+	t, err := newARM64Translator(r, top, f)
 	if err != nil {
 		return nil, fmt.Errorf("arm64 page tables from SYMBOL(swapper_pg_dir)=%#x, kimage_voffset %#x: %w", sym, voff, err)
 	}
@@ -165,11 +180,14 @@ func NewARM64TranslatorAt(r PhysReader, top uint64, pageShift, vaBits uint, pa52
 	if !ok {
 		return nil, fmt.Errorf("%d-byte pages with %d-bit virtual addresses are not a geometry arm64 Linux has", 1<<pageShift, vaBits)
 	}
-	f := arm64Format{pageShift: pageShift, vaBits: vaBits, levels: levels, pa52: pa52}
-	if top&(1<<pageShift-1) != 0 || top >= 1<<f.paBits() {
+	return newARM64Translator(r, top, arm64Format{pageShift: pageShift, vaBits: vaBits, levels: levels, pa52: pa52, pgdBits: vaBits})
+}
+
+func newARM64Translator(r PhysReader, top uint64, f arm64Format) (*Translator, error) {
+	if top&(1<<f.pageShift-1) != 0 || top >= 1<<f.paBits() {
 		return nil, fmt.Errorf("top-level table address %#x is not a page-aligned %d-bit physical address", top, f.paBits())
 	}
-	return &Translator{r: r, format: f, top: top, levels: levels}, nil
+	return &Translator{r: r, format: f, top: top, levels: f.levels}, nil
 }
 
 func (f arm64Format) paBits() uint {
@@ -237,7 +255,7 @@ func (f arm64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
 		shift := f.shift(level)
 		idx := vaddr >> shift & mask
 		if level == first {
-			idx = vaddr >> shift & (1<<(f.vaBits-shift) - 1)
+			idx = vaddr >> shift & (1<<(f.pgdBits-shift) - 1)
 		}
 		span := uint64(1) << shift
 		name := f.levelName(level)

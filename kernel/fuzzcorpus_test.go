@@ -82,6 +82,19 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	}
 	fuzzcorpus.Check(t, "FuzzARM64VtoP", arm64)
 
+	ppc := ppcFuzzSeed()
+	ppc64 := []fuzzcorpus.Seed{
+		{Name: "radix-64k-page", Args: []any{ppc, true, uint64(0xc008000000021234)}},
+		{Name: "radix-2m-leaf-bit55", Args: []any{ppc, true, uint64(0xc00a000000001234)}},
+		{Name: "hash-geometry", Args: []any{ppc, false, uint64(0xc008000000021234)}},
+		{Name: "linear", Args: []any{ppc, true, uint64(0xc000000012345678)}},
+		{Name: "vmemmap-walk", Args: []any{ppc, true, uint64(0xc00c000000000040)}},
+		{Name: "user-address", Args: []any{ppc, false, uint64(0x00007fffffff0000)}},
+		{Name: "self-loop", Args: []any{ppcFuzzRecord(0, 0x800, ppc64Present), true, uint64(0xc008000000000000)}},
+		{Name: "no-tables", Args: []any{[]byte{}, false, uint64(0xc008000000000000)}},
+	}
+	fuzzcorpus.Check(t, "FuzzPPC64VtoP", ppc64)
+
 	r := newRing(3, 8, (-(8 + 1))&prbIDMask)
 	for i := range 12 {
 		r.push(uint64(i)*1e6, uint32(i), fmt.Sprintf("message %d\nline 2 \xff", i))

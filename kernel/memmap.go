@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // VirtReader reads kernel virtual memory; *Translator is one.
@@ -135,7 +136,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 			}
 		}
 	}
-	pageShift := int64(12)
+	pageShift := int64(bits.TrailingZeros64(uint64(vi.PageSize())))
 	switch {
 	case msSize <= 0 || msSize > maxSectionSize || mapOff < 0 || mapOff+8 > msSize:
 		return fmt.Errorf("mem_section: SIZE %d and OFFSET(section_mem_map) %d are not plausible", msSize, mapOff)
@@ -148,7 +149,7 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 	if numSections > maxSections {
 		return fmt.Errorf("mem_section: %d sections is too many", numSections)
 	}
-	perRoot := uint64(4096) / uint64(msSize)
+	perRoot := uint64(vi.PageSize()) / uint64(msSize) // SECTIONS_PER_ROOT: a page of mem_sections
 	nrRoots := (nrMemSections + perRoot - 1) / perRoot
 	extreme := true
 	if l, ok := vi.Length("mem_section"); ok && uint64(l) != nrRoots {

@@ -82,6 +82,9 @@ type Translator struct {
 	top     uint64 // physical address of the top-level table
 	levels  int    // paging depth
 	smeMask uint64 // x86_64: AMD SME/SEV encryption bit(s), cleared from addresses
+	// bigEndian: the entries are __be64 (ppc64, even on a little-endian
+	// kernel).
+	bigEndian bool
 
 	mu    sync.Mutex
 	cache [tableCacheSz]cachedTable
@@ -131,14 +134,19 @@ func (t *Translator) Lookup(vaddr uint64) (Mapping, error) { return t.format.loo
 // entry returns entry idx of the table at physical address paddr, through
 // the table cache.
 func (t *Translator) entry(paddr, idx uint64) (uint64, error) {
+	return t.entryN(paddr, idx, t.format.tableEntries())
+}
+
+// entryN is entry for a table of n entries (ppc64's levels differ in
+// size).
+func (t *Translator) entryN(paddr, idx uint64, n int) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range t.cache {
-		if c := &t.cache[i]; c.valid && c.paddr == paddr {
+		if c := &t.cache[i]; c.valid && c.paddr == paddr && len(c.ent) == n {
 			return c.ent[idx], nil
 		}
 	}
-	n := t.format.tableEntries()
 	if len(t.buf) != n*8 {
 		t.buf = make([]byte, n*8)
 	}
@@ -156,8 +164,12 @@ func (t *Translator) entry(paddr, idx uint64) (uint64, error) {
 	if len(c.ent) != n {
 		c.ent = make([]uint64, n)
 	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if t.bigEndian {
+		order = binary.BigEndian
+	}
 	for i := range c.ent {
-		c.ent[i] = binary.LittleEndian.Uint64(buf[i*8:])
+		c.ent[i] = order.Uint64(buf[i*8:])
 	}
 	c.paddr, c.valid = paddr, true
 	return c.ent[idx], nil

@@ -45,8 +45,17 @@ var X86_64 Arch = x86{}
 func (x86) Name() string            { return "x86_64" }
 func (x86) ELFMachine() uint16      { return 62 }  // EM_X86_64
 func (x86) PrstatusSize() int       { return 336 } // struct elf_prstatus
+func (x86) DefaultPageSize() uint64 { return pageSize4K }
 func (x86) FallbackUtsname() bool   { return true }
-func (x86) Check(*VMCOREINFO) error { return nil }
+
+// Check refuses a VMCOREINFO that says other pages than 4 KiB: x86_64 has
+// no others, and its page-table walk and mem_map arithmetic would be wrong.
+func (x86) Check(vi *VMCOREINFO) error {
+	if vi != nil && vi.PageSize() != pageSize4K {
+		return fmt.Errorf("x86_64 vmcore: VMCOREINFO says %d-byte pages; x86_64 kernels have 4096-byte pages", vi.PageSize())
+	}
+	return nil
+}
 
 func (x86) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) {
 	return NewTranslator(r, vi)

@@ -64,7 +64,7 @@ func BenchmarkCopyPass(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					b.SetBytes(int64(res.Copy.Pages * source.PageSize))
+					b.SetBytes(int64(res.Copy.Pages * synth.PageSize))
 					copyWall += res.Copy.Wall
 				}
 				b.ReportMetric(float64(copyWall.Nanoseconds())/float64(b.N), "copy-ns/op")
@@ -91,7 +91,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := &sink.Meta{BlockSize: source.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Info.Notes,
+	meta := &sink.Meta{BlockSize: synth.PageSize, MaxMapnr: v.MaxMapnr, Notes: v.Info.Notes,
 		Present: plan.Present, Dumpable: plan.Dumpable, NumDumpable: plan.NumDumpable}
 	k, err := sink.NewKdump(discard{}, meta)
 	if err != nil {
@@ -99,7 +99,8 @@ func TestFaultingPageIsAnError(t *testing.T) {
 	}
 	truncated := false
 	_, err = pipeline.Run(context.Background(), pipeline.Config{
-		Workers: 1,
+		Workers:  1,
+		PageSize: int(v.PageSize()),
 		NewReader: func() pipeline.PageReader {
 			r := v.NewReader(64<<20, true) // one window over the whole file
 			return r
@@ -127,6 +128,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 	}
 	st, err := pipeline.Run(context.Background(), pipeline.Config{
 		Workers:        2,
+		PageSize:       int(v.PageSize()),
 		NewReader:      func() pipeline.PageReader { return v.NewReader(64<<20, true) },
 		Pfns:           plan.Dumpable.Cursor(),
 		Writer:         kdumpWriter{k},

@@ -26,10 +26,11 @@
 // docs/scaling.md).
 //
 // Memory bound: chunks come from a fixed pool of 2×W+2, W being the workers
-// that run, each holding at most ChunkPages pages of output (4 KiB each)
-// plus their records; a worker waits for a free chunk when all are in
-// flight. With the default 256 pages that is about (2W+2) MiB, e.g. 10 MiB
-// for 4 workers. Nothing else grows with the size of the vmcore.
+// that run, each holding at most ChunkBytes of page data (256 pages of
+// 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free chunk
+// when all are in flight. That is about (2W+2) MiB, e.g. 10 MiB for 4
+// workers, whatever the page size. Nothing else grows with the size of the
+// vmcore.
 //
 // The first error from any worker cancels the context; every worker
 // returns on cancellation and Run reports that first error once.
@@ -51,11 +52,15 @@ import (
 	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
 	"pagepipe/sink"
-	"pagepipe/source"
 )
 
-// ChunkPages is the most dumpable pages one chunk carries.
-const ChunkPages = 256
+// ChunkBytes bounds the page data one chunk carries: ChunkBytes/PageSize
+// pages (256 of 4 KiB), so the pass's memory does not grow with the page
+// size.
+const ChunkBytes = 1 << 20
+
+// chunkPages is the most pages one chunk of pageSize-byte pages carries.
+func chunkPages(pageSize int) int { return max(ChunkBytes/pageSize, 1) }
 
 // PageReader yields the bytes of a pfn; the slice is valid until the next call.
 type PageReader interface {
@@ -97,6 +102,9 @@ type Placer interface {
 // Config is one copy pass.
 type Config struct {
 	Workers int
+	// PageSize is the input's page size in bytes: what each Page read
+	// returns, the zero page's size, the unit of the chunks.
+	PageSize int
 	// NewReader makes one page reader per worker.
 	NewReader func() PageReader
 	// Pfns are the pages to copy, in the order the writer takes them:
@@ -185,6 +193,9 @@ type chunk struct {
 
 // Run performs the copy pass.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
+	if cfg.PageSize <= 0 {
+		return Stats{}, fmt.Errorf("copy pass: page size %d", cfg.PageSize)
+	}
 	start, startCPU := time.Now(), cpuclock.Process()
 	// Workers beyond the CPUs cannot run at once: they would only cost
 	// their reader, codec state and chunks, whose memory faults in on
@@ -321,9 +332,10 @@ func (sq *sequencer) work(ctx context.Context) error {
 // left.
 func (sq *sequencer) cutNext(c *chunk) bool {
 	if c.pfns == nil {
-		c.pfns = make([]uint64, 0, ChunkPages)
-		c.pages = make([]sink.Page, 0, ChunkPages)
-		c.data = make([]byte, 0, ChunkPages*source.PageSize)
+		n := chunkPages(sq.cfg.PageSize)
+		c.pfns = make([]uint64, 0, n)
+		c.pages = make([]sink.Page, 0, n)
+		c.data = make([]byte, 0, n*sq.cfg.PageSize)
 	}
 	t := sq.lock()
 	defer sq.unlock(t)
@@ -432,6 +444,7 @@ type worker struct {
 	r          PageReader
 	comp       codec.Compressor
 	buf        []byte
+	zeroPage   []byte // what an unreadable page is stored as
 	zero       uint64 // per chunk
 	compressed uint64
 	unreadable uint64
@@ -443,7 +456,10 @@ func newWorker(cfg Config) *worker {
 	w := &worker{cfg: cfg, r: cfg.NewReader()}
 	if cfg.Codec != nil {
 		w.comp = cfg.Codec.NewCompressor()
-		w.buf = make([]byte, 0, codec.MaxCompressedLen(source.PageSize))
+		w.buf = make([]byte, 0, codec.MaxCompressedLen(cfg.PageSize))
+	}
+	if cfg.ZeroUnreadable {
+		w.zeroPage = make([]byte, cfg.PageSize)
 	}
 	return w
 }
@@ -462,7 +478,7 @@ func (w *worker) process(c *chunk) error {
 			// The option: store the page as zeros, count it, go on.
 			c.pages, c.data = c.pages[:w.pagesMark], c.data[:w.dataMark]
 			w.unreadable++
-			if err := w.store(c, pfn, zeroPage[:]); err != nil {
+			if err := w.store(c, pfn, w.zeroPage); err != nil {
 				return err
 			}
 		}
@@ -472,8 +488,6 @@ func (w *worker) process(c *chunk) error {
 
 // errUnreadable marks a vmcore page that could not be read.
 var errUnreadable = errors.New("the vmcore cannot be read there")
-
-var zeroPage [source.PageSize]byte
 
 // readAttempts bounds the reads of one page: a short read or an I/O error
 // on /proc/vmcore may pass, a bad page does not.

@@ -65,6 +65,7 @@ func (w *recorder) WritePages(_ []uint64, p []sink.Page, d []byte) error {
 func config(workers int, m *bitmap.Bitmap, w Writer, failPFN uint64) Config {
 	return Config{
 		Workers:     workers,
+		PageSize:    4096,
 		NewReader:   func() PageReader { return &fakeReader{buf: make([]byte, 4096), failPFN: failPFN} },
 		Pfns:        m.Cursor(),
 		ExcludeZero: true,

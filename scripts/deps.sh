@@ -8,7 +8,8 @@
 # packaging/ builds and checks pagepipe's packages with: debootstrap (the
 # minimal Debian system they are installed into), lintian, and rpm (for
 # rpmbuild), and qemu-user-static, which runs the arm64 pagepipe binary
-# in the tests (issue 19).
+# in the tests (issue 19), and qemu-system-ppc, which boots the ppc64le
+# fixture (issue 23).
 set -euo pipefail
 
 pkgs=(
@@ -17,7 +18,7 @@ pkgs=(
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 	kdump-tools kexec-tools
 	debootstrap lintian rpm
-	qemu-user-static qemu-system-arm
+	qemu-user-static qemu-system-arm qemu-system-ppc
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -12,10 +12,9 @@ import (
 // are debug/elf's elf.Header64, elf.Prog64 and elf.Section64, encoded
 // little-endian; these are their sizes (checked by TestELFHeaderSizes).
 const (
-	elfPageSize = 4096
-	ehdrSize    = 64 // elf.Header64
-	phdrSize    = 56 // elf.Prog64
-	shdrSize    = 64 // elf.Section64
+	ehdrSize = 64 // elf.Header64
+	phdrSize = 56 // elf.Prog64
+	shdrSize = 64 // elf.Section64
 	// pnXnum is e_phnum's escape to extended numbering (elf(5)'s
 	// PN_XNUM), which debug/elf does not declare.
 	pnXnum = 0xffff
@@ -26,11 +25,12 @@ const (
 	// costs a 56-byte program header, which is not worth it for less.
 	ELFMinExcludedRun = 256
 
-	// elfCacheSize is the size of makedumpfile's two write caches (the
-	// page size shifted by the default block order, 4): program headers and
-	// page data go out in pieces of exactly this size, so a flattened
-	// (-F) ELF stream has the same records as makedumpfile's.
-	elfCacheSize = elfPageSize << 4
+	// elfBlockOrder makes the size of makedumpfile's two write caches:
+	// the page size shifted by the default block order (-b 4), 64 KiB
+	// with 4 KiB pages. Program headers and page data go out in pieces of
+	// exactly that size, so a flattened (-F) ELF stream has the same
+	// records as makedumpfile's.
+	elfBlockOrder = 4
 )
 
 // ELFSegment is one PT_LOAD of the input, as the layout walks it.
@@ -70,6 +70,9 @@ type ELFLoad struct {
 // segment gets the file cursor even when empty. This is makedumpfile's
 // layout, checked against makedumpfile 1.7.2's output.
 type ELFLayout struct {
+	// PageSize is the input's page size: the unit the layout walks the
+	// bitmap and cuts PT_LOADs in.
+	PageSize uint64
 	Ehdr     [ehdrSize]byte // the dump's ELF header
 	NotePhdr [phdrSize]byte // the dump's PT_NOTE program header
 	// PhNum is the number of program headers: 1 + len(Loads). From
@@ -89,8 +92,9 @@ type ELFLayout struct {
 	Size uint64
 }
 
-// NewELFLayout lays out an ELF dump of the input segments, keeping the pfns
-// set in keep (pfns past keep.Len() are excluded). ehdr is the input's ELF
+// NewELFLayout lays out an ELF dump of the input segments, of pageSize-byte
+// pages, keeping the pfns set in keep (pfns past keep.Len() are excluded).
+// ehdr is the input's ELF
 // header, notePhdr its PT_NOTE program header (all zero when it has none)
 // and noteSize the length of the notes the dump carries.
 //
@@ -99,15 +103,15 @@ type ELFLayout struct {
 // partial "first page" is counted as reaching the page's end there), and a
 // PT_LOAD that starts at a segment's partial last page (counted as a whole
 // page there).
-func NewELFLayout(ehdr [ehdrSize]byte, notePhdr [phdrSize]byte, noteSize uint64, segs []ELFSegment, keep *bitmap.Bitmap) *ELFLayout {
-	l := &ELFLayout{NoteSize: noteSize}
+func NewELFLayout(pageSize uint64, ehdr [ehdrSize]byte, notePhdr [phdrSize]byte, noteSize uint64, segs []ELFSegment, keep *bitmap.Bitmap) *ELFLayout {
+	l := &ELFLayout{PageSize: pageSize, NoteSize: noteSize}
 	type pending struct {
 		ELFLoad
 		last bool // the last PT_LOAD of its segment: keeps the cursor when empty
 	}
 	var loads []pending
 	for _, s := range segs {
-		excluded := walkSegment(s, keep, func(ld ELFLoad, last bool) {
+		excluded := walkSegment(s, pageSize, keep, func(ld ELFLoad, last bool) {
 			loads = append(loads, pending{ld, last})
 		})
 		l.ExcludedPages += excluded
@@ -160,10 +164,9 @@ func NewELFLayout(ehdr [ehdrSize]byte, notePhdr [phdrSize]byte, noteSize uint64,
 	return l
 }
 
-// walkSegment cuts one input segment into PT_LOADs (without p_offset) and
-// returns how many of its pages are only in p_memsz.
-func walkSegment(s ELFSegment, keep *bitmap.Bitmap, emit func(ld ELFLoad, last bool)) (excluded uint64) {
-	const ps = elfPageSize
+// walkSegment cuts one input segment into PT_LOADs (without p_offset), in
+// pages of ps bytes, and returns how many of its pages are only in p_memsz.
+func walkSegment(s ELFSegment, ps uint64, keep *bitmap.Bitmap, emit func(ld ELFLoad, last bool)) (excluded uint64) {
 	start, end := s.Paddr, s.Paddr+s.MemSize
 	cur := ELFLoad{Paddr: start, Vaddr: s.Vaddr, Flags: s.Flags, Align: s.Align}
 	pfn, endPfn := start/ps, (end+ps-1)/ps
@@ -227,8 +230,8 @@ func (l *ELFLayout) PageRuns() []ELFPageRun {
 		if ld.FileSize == 0 {
 			continue
 		}
-		first := ld.Paddr / elfPageSize
-		last := (ld.Paddr + ld.FileSize - 1) / elfPageSize
+		first := ld.Paddr / l.PageSize
+		last := (ld.Paddr + ld.FileSize - 1) / l.PageSize
 		runs = append(runs, ELFPageRun{Pfn: first, Pages: last - first + 1})
 	}
 	return runs
@@ -276,6 +279,7 @@ type ELF struct {
 	phdrs    int    // PT_LOAD headers cached so far
 	data     []byte // page data cache
 	dataNext uint64
+	cacheLen int // the size of each cache's writes
 
 	load int    // the PT_LOAD whose bytes come next
 	done uint64 // bytes of it written
@@ -287,12 +291,14 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 	if uint64(len(notes)) != l.NoteSize {
 		return nil, fmt.Errorf("elf dump: %d bytes of notes, layout has %d", len(notes), l.NoteSize)
 	}
+	cacheLen := int(l.PageSize) << elfBlockOrder
 	e := &ELF{
 		posWriter: posWriter{out: out}, l: l,
-		hdr:      make([]byte, 0, elfCacheSize+phdrSize),
+		hdr:      make([]byte, 0, cacheLen+phdrSize),
 		hdrNext:  ehdrSize,
-		data:     make([]byte, 0, elfCacheSize+elfPageSize),
+		data:     make([]byte, 0, cacheLen+int(l.PageSize)),
 		dataNext: l.DataOffset,
+		cacheLen: cacheLen,
 	}
 	phEnd := ehdrSize + phdrSize*l.PhNum
 	if err := e.writeAt(make([]byte, phEnd-ehdrSize), ehdrSize); err != nil {
@@ -319,15 +325,16 @@ func NewELF(out Output, l *ELFLayout, notes []byte) (*ELF, error) {
 // Written returns the number of bytes written so far.
 func (e *ELF) Written() uint64 { return e.n.Load() }
 
-// cache appends p to a cache and writes out each full elfCacheSize piece.
+// cache appends p to a cache and writes out each full piece of the cache's
+// size.
 func (e *ELF) cache(buf *[]byte, next *uint64, p []byte) error {
 	*buf = append(*buf, p...)
-	for len(*buf) >= elfCacheSize {
-		if err := e.writeAt((*buf)[:elfCacheSize], *next); err != nil {
+	for len(*buf) >= e.cacheLen {
+		if err := e.writeAt((*buf)[:e.cacheLen], *next); err != nil {
 			return err
 		}
-		*next += elfCacheSize
-		*buf = (*buf)[:copy(*buf, (*buf)[elfCacheSize:])]
+		*next += uint64(e.cacheLen)
+		*buf = (*buf)[:copy(*buf, (*buf)[e.cacheLen:])]
 	}
 	return nil
 }
@@ -344,9 +351,9 @@ func (e *ELF) cachePhdrs(n int) error {
 
 // WritePages takes the next pages of the data area, each raw and whole.
 func (e *ELF) WritePages(pages []Page, data []byte) error {
-	const ps = elfPageSize
+	ps := e.l.PageSize
 	for _, p := range pages {
-		if p.Zero || p.Flags != 0 || p.Size != ps || len(data) < ps {
+		if p.Zero || p.Flags != 0 || uint64(p.Size) != ps || uint64(len(data)) < ps {
 			return fmt.Errorf("elf dump: page of %d bytes (flags %#x, zero %v): want raw whole pages", p.Size, p.Flags, p.Zero)
 		}
 		page := data[:ps]
@@ -426,7 +433,7 @@ const DumpELFIncomplete = 0x1
 // rewriting them needs no new space. Abort returns the first error that
 // stops it.
 func (e *ELF) Abort() error {
-	const ps = elfPageSize
+	ps := e.l.PageSize
 	landed := e.dataNext // the data cache goes out in order: all before this is on disk
 	var kept []ELFLoad
 	for _, ld := range e.l.Loads {

@@ -12,7 +12,10 @@ import (
 	"pagepipe/bitmap"
 )
 
-const pg = elfPageSize
+const (
+	pg           = 4096                // the page size the layouts here are made in
+	elfCacheSize = pg << elfBlockOrder // makedumpfile's write caches at that page size
+)
 
 // inputEhdr is a /proc/vmcore ELF header: ELF64 LSB core for x86_64,
 // program headers at 64, no section headers (e_phnum is filled in by the
@@ -164,7 +167,7 @@ func TestELFLayout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const notes = 0x1348
-			l := NewELFLayout(inputEhdr(), notePhdr(notes), notes, tc.segs, tc.keep)
+			l := NewELFLayout(pg, inputEhdr(), notePhdr(notes), notes, tc.segs, tc.keep)
 			if l.PhNum != uint64(1+len(tc.want)) || l.Xnum {
 				t.Fatalf("PhNum %d (xnum %v), want %d", l.PhNum, l.Xnum, 1+len(tc.want))
 			}
@@ -221,7 +224,7 @@ func TestELFLayoutHeaders(t *testing.T) {
 	le.PutUint32(in[48:], 0x55) // e_flags, kept
 
 	t.Run("small", func(t *testing.T) {
-		l := NewELFLayout(in, notePhdr(100), 100, []ELFSegment{{MemSize: pg}}, keepAllBut(1))
+		l := NewELFLayout(pg, in, notePhdr(100), 100, []ELFSegment{{MemSize: pg}}, keepAllBut(1))
 		h := l.Ehdr
 		if le.Uint64(h[32:]) != 64 || le.Uint16(h[56:]) != 2 || le.Uint64(h[40:]) != 0 || le.Uint16(h[60:]) != 0 || le.Uint16(h[62:]) != 0 || le.Uint32(h[48:]) != 0x55 {
 			t.Errorf("ehdr % x", h)
@@ -232,7 +235,7 @@ func TestELFLayoutHeaders(t *testing.T) {
 		}
 	})
 	t.Run("no PT_NOTE in the input", func(t *testing.T) {
-		l := NewELFLayout(in, [phdrSize]byte{}, 40, []ELFSegment{{MemSize: pg}}, keepAllBut(1))
+		l := NewELFLayout(pg, in, [phdrSize]byte{}, 40, []ELFSegment{{MemSize: pg}}, keepAllBut(1))
 		n := l.NotePhdr
 		if le.Uint32(n[0:]) != uint32(elf.PT_NOTE) || le.Uint64(n[8:]) != 64+2*56 || le.Uint64(n[32:]) != 40 || le.Uint64(n[40:]) != 40 {
 			t.Errorf("PT_NOTE % x", n)
@@ -249,7 +252,7 @@ func TestELFLayoutHeaders(t *testing.T) {
 				keep.Set(uint64(2 * i))
 			}
 		}
-		l := NewELFLayout(in, notePhdr(100), 100, segs, keep)
+		l := NewELFLayout(pg, in, notePhdr(100), 100, segs, keep)
 		h := l.Ehdr
 		shoff := uint64(64 + 56*pnXnum)
 		if !l.Xnum || l.PhNum != pnXnum || le.Uint16(h[56:]) != pnXnum || le.Uint64(h[40:]) != shoff ||
@@ -385,7 +388,7 @@ func writerLayout() (*ELFLayout, []byte) {
 	}
 	keep := keepAllBut(0x10000+51, [2]uint64{0x100, 0x180}, [2]uint64{0x200 + 10, 0x200 + 300}, [2]uint64{0x200 + 600, 0x200 + 610})
 	notes := bytes.Repeat([]byte("note"), 0x1348/4)
-	l := NewELFLayout(inputEhdr(), notePhdr(uint64(len(notes))), uint64(len(notes)), segs, keep)
+	l := NewELFLayout(pg, inputEhdr(), notePhdr(uint64(len(notes))), uint64(len(notes)), segs, keep)
 	return l, notes
 }
 
@@ -444,7 +447,7 @@ func TestELFWriterManyHeaders(t *testing.T) {
 	for i := uint64(0); i < n; i++ {
 		keep.SetRange(4*i, 4*i+3)
 	}
-	l := NewELFLayout(inputEhdr(), notePhdr(8), 8, segs, keep)
+	l := NewELFLayout(pg, inputEhdr(), notePhdr(8), 8, segs, keep)
 	out := &memOutput{buf: make([]byte, 0, l.Size)}
 	writeAll(t, out, l, make([]byte, 8), testPage)
 	checkDump(t, out.buf, l, testPage)
@@ -463,7 +466,7 @@ func TestELFWriterManyHeaders(t *testing.T) {
 }
 
 func TestELFWriterErrors(t *testing.T) {
-	l := NewELFLayout(inputEhdr(), notePhdr(8), 8, []ELFSegment{{MemSize: 2 * pg}}, keepAllBut(2))
+	l := NewELFLayout(pg, inputEhdr(), notePhdr(8), 8, []ELFSegment{{MemSize: 2 * pg}}, keepAllBut(2))
 	page := make([]byte, pg)
 	newELF := func() *ELF {
 		e, err := NewELF(&memOutput{}, l, make([]byte, 8))

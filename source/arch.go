@@ -39,7 +39,7 @@ func (e *ArchError) Unwrap() error { return ErrUnsupported }
 
 // supportedNames lists the supported architectures for messages.
 func supportedNames() string {
-	return kernel.X86_64.Name() + " and " + kernel.ARM64.Name()
+	return kernel.X86_64.Name() + ", " + kernel.ARM64.Name() + " and " + kernel.PPC64LE.Name()
 }
 
 // Unsupported marks err, which says why an input cannot be dumped right
@@ -71,15 +71,37 @@ func (e *MixedArchError) Error() string {
 
 func (e *MixedArchError) Unwrap() error { return ErrUnsupported }
 
-// PageSizeError says that the crashed kernel's pages are not PageSize
-// bytes (ppc64le's and some arm64 kernels' are 64 KiB).
+// PageSizes are the page sizes pagepipe dumps: the granules Linux kernels
+// are built with on the supported architectures (4 KiB on x86_64; 4, 16 or
+// 64 KiB on arm64; 64 KiB on ppc64le).
+var PageSizes = [...]uint64{4 << 10, 16 << 10, 64 << 10}
+
+// supportedPageSize says whether n is one of PageSizes.
+func supportedPageSize(n uint64) bool {
+	for _, s := range PageSizes {
+		if n == s {
+			return true
+		}
+	}
+	return false
+}
+
+// PageSizeError says that the crashed kernel's pages are of a size
+// pagepipe does not dump (none of PageSizes), or that two parts of the
+// input disagree on it.
 type PageSizeError struct {
 	Size uint64
 	From string
+	// Other, when not 0, is the size another part says (Where).
+	Other uint64
+	Where string
 }
 
 func (e *PageSizeError) Error() string {
-	return fmt.Sprintf("vmcores with %d-byte pages are not supported (%s); pagepipe dumps %d-byte pages only", e.Size, e.From, PageSize)
+	if e.Other != 0 {
+		return fmt.Sprintf("the %s says %d-byte pages but %s says %d: a vmcore mixing page sizes is not supported", e.From, e.Size, e.Where, e.Other)
+	}
+	return fmt.Sprintf("vmcores with %d-byte pages are not supported (%s); pagepipe dumps 4, 16 and 64 KiB pages", e.Size, e.From)
 }
 
 func (e *PageSizeError) Unwrap() error { return ErrUnsupported }
@@ -163,11 +185,11 @@ func checkELFArch(eh []byte) (kernel.Arch, error) {
 }
 
 // checkVMCOREINFO refuses VMCOREINFO text that names another architecture
-// than arch (its kernel's own keys: kernel.ArchClaimedBy) or another page
-// size than 4 KiB. It reads the keys as plain lines ("KEY=VALUE"), without
-// package kernel's parser: the check must hold whatever else the text
-// gets wrong.
-func checkVMCOREINFO(text []byte, arch kernel.Arch, from string) error {
+// than arch (its kernel's own keys: kernel.ArchClaimedBy) or a page size
+// pagepipe does not dump, and returns the page size it says (0: it says
+// none). It reads the keys as plain lines ("KEY=VALUE"), without package
+// kernel's parser: the check must hold whatever else the text gets wrong.
+func checkVMCOREINFO(text []byte, arch kernel.Arch, from string) (pageSize uint64, err error) {
 	for len(text) > 0 {
 		var line []byte
 		line, text, _ = bytes.Cut(text, []byte("\n"))
@@ -177,21 +199,25 @@ func checkVMCOREINFO(text []byte, arch kernel.Arch, from string) error {
 		}
 		if string(key) == "PAGESIZE" {
 			n, err := strconv.ParseUint(string(bytes.TrimRight(val, "\x00")), 10, 64)
-			if err == nil && n != PageSize {
-				return &PageSizeError{Size: n, From: "VMCOREINFO PAGESIZE"}
+			if err != nil {
+				continue // package kernel's parser says what is wrong
 			}
+			if !supportedPageSize(n) {
+				return 0, &PageSizeError{Size: n, From: "VMCOREINFO PAGESIZE"}
+			}
+			pageSize = n
 			continue
 		}
 		other := kernel.ArchClaimedBy(string(key))
 		switch _, known := kernel.ArchByName(other); {
 		case other == "" || other == arch.Name():
 		case !known:
-			return &ArchError{Arch: other, From: "VMCOREINFO " + string(key)}
+			return 0, &ArchError{Arch: other, From: "VMCOREINFO " + string(key)}
 		default:
-			return &MixedArchError{Arch: arch.Name(), From: from, Other: other, Where: "VMCOREINFO " + string(key)}
+			return 0, &MixedArchError{Arch: arch.Name(), From: from, Other: other, Where: "VMCOREINFO " + string(key)}
 		}
 	}
-	return nil
+	return pageSize, nil
 }
 
 // checkArch decides the architecture of a kdump-compressed dump to be
@@ -216,14 +242,23 @@ func (d *Dump) checkArch() error {
 			from = "VMCOREINFO (no utsname machine)"
 		}
 	}
-	if bs := uint64(d.Header.BlockSize); bs != PageSize {
+	bs := d.PageSize()
+	if !supportedPageSize(bs) {
 		return &PageSizeError{Size: bs, From: "kdump header block_size"}
 	}
-	if d.notes.VmcoreinfoSize > 0 {
-		return checkVMCOREINFO(d.notes.Vmcoreinfo(), d.arch, from)
+	if d.notes.VmcoreinfoSize == 0 {
+		return nil
 	}
-	return nil
+	ps, err := checkVMCOREINFO(d.notes.Vmcoreinfo(), d.arch, from)
+	if err == nil && ps != 0 && ps != bs {
+		err = &PageSizeError{Size: bs, From: "kdump header block_size", Other: ps, Where: "VMCOREINFO PAGESIZE"}
+	}
+	return err
 }
+
+// PageSize is the dump's block size: the crashed kernel's page size, the
+// unit of its pfns and bitmaps.
+func (d *Dump) PageSize() uint64 { return uint64(d.Header.BlockSize) }
 
 // Arch is the dump's architecture (checkArch decides it; x86_64 for a
 // dump opened with OpenDump alone).

@@ -12,9 +12,9 @@ import (
 	"pagepipe/kdumpfmt"
 )
 
-// Every architecture but x86_64 and aarch64 is refused by its ELF
-// header, whatever its class and byte order, with an error naming it; the
-// two supported ones open with their architecture.
+// Every architecture but x86_64, aarch64 and ppc64le is refused by its
+// ELF header, whatever its class and byte order, with an error naming it;
+// the supported ones open with their architecture.
 func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 	for _, a := range synth.Archs() {
 		t.Run(a.String(), func(t *testing.T) {
@@ -24,7 +24,7 @@ func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, err := Open(path)
-			if a == synth.X86_64 || a == synth.AArch64 {
+			if a == synth.X86_64 || a == synth.AArch64 || a == synth.PPC64LE {
 				if err != nil {
 					t.Fatalf("%s: %v", a, err)
 				}
@@ -46,28 +46,37 @@ func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 }
 
 // An x86_64 ELF header in front of another kernel's VMCOREINFO, or of a
-// kernel with other pages than 4 KiB, is refused too.
+// kernel with pages of a size pagepipe does not dump, is refused too; 4,
+// 16 and 64 KiB pages are taken, and the vmcore's page size is PAGESIZE's
+// (the architecture's default without it).
 func TestParseELFRefusesForeignVMCOREINFO(t *testing.T) {
 	for _, tc := range []struct {
 		name, vmcoreinfo string
 		want             string // "" accepts
+		pageSize         uint64 // when accepted
 	}{
-		{"x86_64", synth.DefaultVMCOREINFO, ""},
-		{"none", "", ""},
-		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "the ELF header says x86_64 but VMCOREINFO NUMBER(kimage_voffset) is aarch64's"},
-		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "riscv64 vmcores"},
-		{"ppc64 keys", "OSRELEASE=6.1\nSYMBOL(vmemmap_list)=c0000000029b6b88\n", "ppc64le vmcores"},
-		{"s390 keys", "OSRELEASE=6.1\nSYMBOL(lowcore_ptr)=1c0c8a8\n", "s390x vmcores"},
-		{"64k pages", "OSRELEASE=6.1\nPAGESIZE=65536\n", "65536-byte pages are not supported"},
+		{"x86_64", synth.DefaultVMCOREINFO, "", 4096},
+		{"none", "", "", 4096},
+		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "the ELF header says x86_64 but VMCOREINFO NUMBER(kimage_voffset) is aarch64's", 0},
+		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "riscv64 vmcores", 0},
+		{"ppc64 keys", "OSRELEASE=6.1\nSYMBOL(vmemmap_list)=c0000000029b6b88\n", "the ELF header says x86_64 but VMCOREINFO SYMBOL(vmemmap_list) is ppc64le's", 0},
+		{"s390 keys", "OSRELEASE=6.1\nSYMBOL(lowcore_ptr)=1c0c8a8\n", "s390x vmcores", 0},
+		{"16k pages", "OSRELEASE=6.1\nPAGESIZE=16384\n", "", 16384},
+		{"64k pages", "OSRELEASE=6.1\nPAGESIZE=65536\n", "", 65536},
+		{"8k pages", "OSRELEASE=6.1\nPAGESIZE=8192\n", "8192-byte pages are not supported", 0},
+		{"2k pages", "OSRELEASE=6.1\nPAGESIZE=2048\n", "2048-byte pages are not supported", 0},
+		{"1m pages", "OSRELEASE=6.1\nPAGESIZE=1048576\n", "1048576-byte pages are not supported", 0},
 		// A key's name as a value is no claim.
-		{"key as value", "OSRELEASE=NUMBER(kimage_voffset)\nPAGESIZE=4096\n", ""},
+		{"key as value", "OSRELEASE=NUMBER(kimage_voffset)\nPAGESIZE=4096\n", "", 4096},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := smallVmcore(t, func(s *synth.Spec) { s.VMCOREINFO = tc.vmcoreinfo })
-			_, err := parse(b)
+			in, err := parse(b)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
+			case tc.want == "" && in.PageSize() != tc.pageSize:
+				t.Fatalf("page size %d, want %d", in.PageSize(), tc.pageSize)
 			case tc.want != "" && (err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("ParseELF = %v, want %q", err, tc.want)
 			}
@@ -99,8 +108,12 @@ func TestOpenMemoryRefusesForeignDumps(t *testing.T) {
 		{"x86_64", 4096, setMachine("x86_64"), ""},
 		{"no utsname", 4096, nil, ""},
 		{"aarch64", 4096, setMachine("aarch64"), ""}, // supported: its VMCOREINFO decides the rest (dump.prepare)
-		{"ppc64le", 4096, setMachine("ppc64le"), "ppc64le vmcores are not supported"},
-		{"64k blocks", 65536, nil, "65536-byte pages are not supported"},
+		{"ppc64le", 4096, setMachine("ppc64le"), ""}, // as aarch64
+		{"s390x", 4096, setMachine("s390x"), "s390x vmcores are not supported"},
+		{"16k blocks", 16384, nil, ""},
+		{"64k blocks", 65536, nil, ""},
+		{"8k blocks", 8192, nil, "8192-byte pages are not supported"},
+		{"512-byte blocks", 512, nil, "512-byte pages are not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := rawDump(tc.bs, 2, func(uint64, []byte) {})
@@ -121,7 +134,10 @@ func TestOpenMemoryRefusesForeignDumps(t *testing.T) {
 				if err != nil {
 					t.Fatalf("OpenMemory: %v", err)
 				}
-				m.Close()
+				defer m.Close()
+				if m.PageSize() != tc.bs {
+					t.Fatalf("page size %d, want the block size %d", m.PageSize(), tc.bs)
+				}
 				return
 			}
 			if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {

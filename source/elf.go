@@ -13,9 +13,6 @@ import (
 	"pagepipe/kernel"
 )
 
-// PageSize is the x86_64 page size pagepipe works in.
-const PageSize = 4096
-
 // ELF constants used here (see elf(5)).
 const (
 	elfHeaderSize = 64
@@ -67,6 +64,9 @@ type Info struct {
 	VmcoreinfoOff, VmcoreinfoSize uint64
 	// MaxMapnr is one past the highest pfn of any PT_LOAD.
 	MaxMapnr uint64
+	// pageSize is the crashed kernel's page size: VMCOREINFO's PAGESIZE,
+	// else the architecture's default. Every pfn is counted in it.
+	pageSize uint64
 	// arch is the architecture e_machine names (nil for a dump's notes).
 	arch kernel.Arch
 	// prstatusSize is the first CORE NT_PRSTATUS descriptor size that
@@ -77,6 +77,10 @@ type Info struct {
 // Arch is the architecture of the vmcore's kernel, from e_machine (and
 // checked against VMCOREINFO and the CPU notes).
 func (in *Info) Arch() kernel.Arch { return in.arch }
+
+// PageSize is the crashed kernel's page size in bytes (4, 16 or 64 KiB):
+// the unit of every pfn, bitmap bit, descriptor and block of the dump.
+func (in *Info) PageSize() uint64 { return in.pageSize }
 
 // Vmcoreinfo returns the VMCOREINFO text, or nil.
 func (in *Info) Vmcoreinfo() []byte {
@@ -92,7 +96,8 @@ var ErrNotELF = errors.New("not an ELF64 little-endian vmcore")
 // ParseELF reads the ELF header, program headers (at e_phoff, with extended
 // numbering) and every note of every PT_NOTE from r, a file of size bytes.
 // A core of another architecture, or whose VMCOREINFO names another
-// architecture or page size, gets an error wrapping ErrUnsupported.
+// architecture or a page size pagepipe does not dump, gets an error
+// wrapping ErrUnsupported.
 // Every count and offset is checked against size before anything is
 // allocated, so hostile headers give an error, not a panic or a huge
 // allocation.
@@ -169,11 +174,7 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			}
 			in.Loads = append(in.Loads, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz,
 				Flags: le.Uint32(p[4:]), Align: le.Uint64(p[48:])})
-			in.MaxMapnr = max(in.MaxMapnr, (paddr+memsz+PageSize-1)/PageSize)
 		}
-	}
-	if in.MaxMapnr > maxMapnr {
-		return nil, fmt.Errorf("elf: physical memory reaches pfn %#x, beyond the supported %#x", in.MaxMapnr, uint64(maxMapnr))
 	}
 	if len(in.Loads) == 0 {
 		return nil, errors.New("elf: no PT_LOAD segment with memory")
@@ -199,8 +200,17 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			return nil, err
 		}
 	}
-	if err := checkVMCOREINFO(in.Vmcoreinfo(), arch, "ELF header"); err != nil {
+	if in.pageSize, err = checkVMCOREINFO(in.Vmcoreinfo(), arch, "ELF header"); err != nil {
 		return nil, err
+	}
+	if in.pageSize == 0 {
+		in.pageSize = arch.DefaultPageSize()
+	}
+	for _, l := range in.Loads {
+		in.MaxMapnr = max(in.MaxMapnr, (l.Paddr+l.MemSize+in.pageSize-1)/in.pageSize)
+	}
+	if in.MaxMapnr > maxMapnr {
+		return nil, fmt.Errorf("elf: physical memory reaches pfn %#x, beyond the supported %#x", in.MaxMapnr, uint64(maxMapnr))
 	}
 	if in.prstatusSize != 0 && in.prstatusSize != arch.PrstatusSize() {
 		return nil, &MixedArchError{Arch: arch.Name(), From: "ELF header", Other: "another architecture",

@@ -214,10 +214,7 @@ type dumpReader struct {
 }
 
 func (d *Dump) newDumpReader() *dumpReader {
-	bs := int(d.Header.BlockSize)
-	if bs <= 0 {
-		bs = PageSize
-	}
+	bs := int(d.Header.BlockSize) // a power of two from 512 on: UnmarshalHeader checks it
 	return &dumpReader{d: d, dec: codec.Decoders{}, stored: make([]byte, bs), page: make([]byte, bs)}
 }
 

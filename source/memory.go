@@ -20,6 +20,9 @@ type Memory interface {
 	Notes() (notes []byte, nrCPUs int, vmcoreinfoOff, vmcoreinfoSize uint64)
 	// Arch is the architecture of the crashed kernel.
 	Arch() kernel.Arch
+	// PageSize is the crashed kernel's page size in bytes (one of
+	// PageSizes): the unit of every pfn and of Reader.Page.
+	PageSize() uint64
 	// Pfns returns one past the highest pfn of the machine.
 	Pfns() uint64
 	// Bitmaps returns the 1st bitmap (pfns present) and the 2nd as far as

@@ -12,7 +12,7 @@ import (
 // from the next page boundary (KeepData, 1.7.6 and later) to the end of
 // p_memsz, PT_LOAD by PT_LOAD after all are set.
 func TestBitmapsPartialPages(t *testing.T) {
-	const ps = PageSize
+	// The cases are written in 4 KiB pages; each page size scales them.
 	load := func(paddr, filesz, memsz uint64) Load { return Load{Paddr: paddr, FileSize: filesz, MemSize: memsz} }
 	// kexec-tools' low RAM, ending mid-page at 0x9fc00 (pfn 0x9f).
 	low := load(0x1000, 0x9fc00-0x1000, 0x9fc00-0x1000)
@@ -36,17 +36,24 @@ func TestBitmapsPartialPages(t *testing.T) {
 		{"text ends mid-page, RAM first", []Load{ram, text}, 0x202, [4]bool{true, true, true, true}, [4]bool{false, false, true, true}},
 		{"RAM past the text's end", []Load{text, ram}, 0x203, [4]bool{true, true, true, true}, [4]bool{true, true, true, true}},
 	} {
-		for i, pp := range []PartialPages{{}, {LastPresent: true}, {KeepData: true}, {LastPresent: true, KeepData: true}} {
-			t.Run(fmt.Sprintf("%s/%+v", tc.name, pp), func(t *testing.T) {
-				in := &Info{Loads: tc.loads}
-				for _, l := range tc.loads {
-					in.MaxMapnr = max(in.MaxMapnr, (l.Paddr+l.MemSize+ps-1)/ps)
-				}
-				p, d := in.Bitmaps(in.MaxMapnr, pp)
-				if p.Test(tc.pfn) != tc.present[i] || d.Test(tc.pfn) != tc.dumpable[i] {
-					t.Errorf("pfn %#x: present %v dumpable %v, want %v %v", tc.pfn, p.Test(tc.pfn), d.Test(tc.pfn), tc.present[i], tc.dumpable[i])
-				}
-			})
+		for _, ps := range PageSizes {
+			k := ps / 4096
+			var loads []Load
+			for _, l := range tc.loads {
+				loads = append(loads, load(l.Paddr*k, l.FileSize*k, l.MemSize*k))
+			}
+			for i, pp := range []PartialPages{{}, {LastPresent: true}, {KeepData: true}, {LastPresent: true, KeepData: true}} {
+				t.Run(fmt.Sprintf("%s/%d/%+v", tc.name, ps, pp), func(t *testing.T) {
+					in := &Info{Loads: loads, pageSize: ps}
+					for _, l := range loads {
+						in.MaxMapnr = max(in.MaxMapnr, (l.Paddr+l.MemSize+ps-1)/ps)
+					}
+					p, d := in.Bitmaps(in.MaxMapnr, pp)
+					if p.Test(tc.pfn) != tc.present[i] || d.Test(tc.pfn) != tc.dumpable[i] {
+						t.Errorf("pfn %#x: present %v dumpable %v, want %v %v", tc.pfn, p.Test(tc.pfn), d.Test(tc.pfn), tc.present[i], tc.dumpable[i])
+					}
+				})
+			}
 		}
 	}
 }

@@ -93,7 +93,7 @@ func Open(path string) (*Vmcore, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Vmcore{Info: in, Path: path, f: f, size: st.Size(), extents: buildExtents(in.Loads)}, nil
+	return &Vmcore{Info: in, Path: path, f: f, size: st.Size(), extents: buildExtents(in.Loads, in.pageSize)}, nil
 }
 
 // Close closes the file.
@@ -107,20 +107,21 @@ func (v *Vmcore) Notes() ([]byte, int, uint64, uint64) {
 // Pfns is one past the highest pfn of any PT_LOAD.
 func (v *Vmcore) Pfns() uint64 { return v.MaxMapnr }
 
-// buildExtents finds, for every pfn, the segment makedumpfile would read it
-// from: the first PT_LOAD whose file data holds the address. Later segments
-// only fill what earlier ones leave uncovered (a kernel-text PT_LOAD that
-// aliases RAM comes first in /proc/vmcore and wins).
-func buildExtents(loads []Load) []extent {
+// buildExtents finds, for every pfn (of ps-byte pages), the segment
+// makedumpfile would read it from: the first PT_LOAD whose file data holds
+// the address. Later segments only fill what earlier ones leave uncovered
+// (a kernel-text PT_LOAD that aliases RAM comes first in /proc/vmcore and
+// wins).
+func buildExtents(loads []Load, ps uint64) []extent {
 	var out []extent
 	covered := []extent{} // byte ranges claimed so far, as [start,end) in start/end
 	for _, l := range loads {
 		lo, hi := l.Paddr, l.Paddr+l.FileSize
 		for _, piece := range subtract(lo, hi, covered) {
-			first := (piece[0] + PageSize - 1) / PageSize
-			last := piece[1] / PageSize
+			first := (piece[0] + ps - 1) / ps
+			last := piece[1] / ps
 			if first < last {
-				out = append(out, extent{start: first, end: last, off: l.Offset + first*PageSize - l.Paddr})
+				out = append(out, extent{start: first, end: last, off: l.Offset + first*ps - l.Paddr})
 			}
 		}
 		covered = append(covered, extent{start: lo, end: hi})
@@ -169,21 +170,22 @@ func subtract(lo, hi uint64, cov []extent) [][2]uint64 {
 // to the end of the kernel's mem_map when it finds one.
 func (in *Info) Bitmaps(maxMapnr uint64, pp PartialPages) (present, dumpable *bitmap.Bitmap) {
 	maxMapnr = min(maxMapnr, in.MaxMapnr)
+	ps := in.pageSize
 	present, dumpable = bitmap.New(maxMapnr), bitmap.New(maxMapnr)
 	for _, l := range in.Loads {
-		start, end := l.Paddr/PageSize, (l.Paddr+l.MemSize)/PageSize
-		if pp.LastPresent && (l.Paddr+l.MemSize)%PageSize != 0 {
+		start, end := l.Paddr/ps, (l.Paddr+l.MemSize)/ps
+		if pp.LastPresent && (l.Paddr+l.MemSize)%ps != 0 {
 			end++
 		}
 		present.SetRange(start, end)
 		dumpable.SetRange(start, end)
 	}
 	for _, l := range in.Loads {
-		from := (l.Paddr + l.FileSize) / PageSize
+		from := (l.Paddr + l.FileSize) / ps
 		if pp.KeepData {
-			from = (l.Paddr + l.FileSize + PageSize - 1) / PageSize
+			from = (l.Paddr + l.FileSize + ps - 1) / ps
 		}
-		dumpable.ClearRange(from, (l.Paddr+l.MemSize+PageSize-1)/PageSize)
+		dumpable.ClearRange(from, (l.Paddr+l.MemSize+ps-1)/ps)
 	}
 	return present, dumpable
 }
@@ -246,11 +248,13 @@ type PageReader struct {
 	// pread's read-ahead: ra holds the file bytes from raOff on.
 	ra, raBuf []byte
 	raOff     uint64
+	ps        uint64 // the page size
 }
 
-// readAhead is how much one pread takes when not mapping: 64 KiB, within
-// the extent, so the next pages of a run come from the same read.
-const readAhead = 16 * PageSize
+// readAhead is how much one pread takes when not mapping: 64 KiB (or one
+// page, when pages are larger), within the extent, so the next pages of a
+// run come from the same read.
+const readAhead = 64 << 10
 
 // PreferMmap reports whether path is best read through mmap: /proc/vmcore
 // is (its read() path maps and copies page by page, and mmap has served it
@@ -268,15 +272,16 @@ const DefaultMapSize = 4 << 20
 // NewReader returns a page reader with mmap windows of mapSize bytes (a
 // multiple of the page size), or plain pread when useMmap is false.
 func (v *Vmcore) NewReader(mapSize int, useMmap bool) Reader {
-	if mapSize < PageSize {
-		mapSize = DefaultMapSize
+	ps := v.pageSize
+	if uint64(mapSize) < ps {
+		mapSize = max(DefaultMapSize, int(ps))
 	}
-	return &PageReader{v: v, mapSize: uint64(mapSize), useMmap: useMmap, buf: make([]byte, PageSize)}
+	return &PageReader{v: v, mapSize: uint64(mapSize), useMmap: useMmap, buf: make([]byte, ps), ps: ps}
 }
 
-// Page returns the PageSize bytes of pfn.
+// Page returns the page of pfn (PageSize bytes).
 func (r *PageReader) Page(pfn uint64) ([]byte, error) {
-	b, err := r.Slice(pfn*PageSize, PageSize)
+	b, err := r.Slice(pfn*r.ps, int(r.ps))
 	if err != nil {
 		return nil, fmt.Errorf("pfn %#x: %w", pfn, err)
 	}
@@ -288,22 +293,23 @@ func (r *PageReader) Page(pfn uint64) ([]byte, error) {
 // copy), else read into the reader's buffer, gaps as zeros. The slice is
 // valid until the next call.
 func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
-	e, ok := r.v.findExtent(paddr / PageSize)
-	if !ok || paddr+uint64(n) > e.end*PageSize {
+	ps := r.ps
+	e, ok := r.v.findExtent(paddr / ps)
+	if !ok || paddr+uint64(n) > e.end*ps {
 		return r.read(paddr, n)
 	}
-	off := e.off + paddr - e.start*PageSize
+	off := e.off + paddr - e.start*ps
 	if !r.useMmap {
-		if n <= PageSize {
+		if uint64(n) <= ps {
 			// Read ahead within the extent: one pread serves the next
 			// pages too.
 			if r.ra != nil && off >= r.raOff && off+uint64(n) <= r.raOff+uint64(len(r.ra)) {
 				return r.ra[off-r.raOff : off-r.raOff+uint64(n)], nil
 			}
-			want := min(uint64(readAhead), e.end*PageSize-paddr)
+			want := min(uint64(readAhead), e.end*ps-paddr)
 			want = max(want, uint64(n))
 			if cap(r.raBuf) < int(want) {
-				r.raBuf = make([]byte, readAhead)
+				r.raBuf = make([]byte, max(readAhead, want))
 			}
 			if _, err := r.v.f.ReadAt(r.raBuf[:want], int64(off)); err != nil {
 				return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
@@ -363,7 +369,7 @@ func (r *PageReader) remap(e extent, off, n uint64) error {
 	r.unmap()
 	osPage := uint64(os.Getpagesize())
 	start := off &^ (osPage - 1)
-	end := e.off + (e.end-e.start)*PageSize // e's file data end
+	end := e.off + (e.end-e.start)*r.ps // e's file data end
 	end = min((end+osPage-1)&^(osPage-1), uint64(r.v.size))
 	need := off + n
 	if need > end {

@@ -15,20 +15,20 @@ import (
 // memory), and the pages they serve are the vmcore's.
 func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
-		for _, mapSize := range []int{PageSize, 3 * PageSize, 64 << 10, DefaultMapSize} {
+		for _, mapSize := range []int{testPageSize, 3 * testPageSize, 64 << 10, DefaultMapSize} {
 			t.Run(fmt.Sprintf("%s/%d", shape, mapSize), func(t *testing.T) {
 				v, _ := openShape(t, shape)
 				v.MapStats().KeepWindows()
 				r := v.NewReader(mapSize, true).(*PageReader)
 				defer r.Close()
 				_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
-				want := make([]byte, PageSize)
+				want := make([]byte, testPageSize)
 				for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
 					got, err := r.Page(pfn)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := v.ReadPhys(pfn*PageSize, want); err != nil {
+					if err := v.ReadPhys(pfn*testPageSize, want); err != nil {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(got, want) {
@@ -42,7 +42,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 					for _, l := range v.Loads {
 						// The file data of the segment, widened to whole
 						// pages of the file as mmap needs.
-						start, end := l.Offset&^(PageSize-1), (l.Offset+l.FileSize+PageSize-1)&^(PageSize-1)
+						start, end := l.Offset&^(testPageSize-1), (l.Offset+l.FileSize+testPageSize-1)&^(testPageSize-1)
 						if lo >= start && hi <= end {
 							inside = true
 						}
@@ -68,7 +68,7 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 // window is mapped again.
 func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
 	v, path := openShape(t, "holes")
-	r := v.NewReader(PageSize, true).(*PageReader)
+	r := v.NewReader(testPageSize, true).(*PageReader)
 	defer r.Close()
 	first := v.extents[0].start
 	// A descriptor that cannot be mapped, for one call.
@@ -103,4 +103,62 @@ func openShape(t *testing.T, shape string) (*Vmcore, string) {
 	}
 	t.Cleanup(func() { v.Close() })
 	return v, path
+}
+
+// testPageSize is the page size of the generated vmcores these tests read:
+// x86_64's, which a vmcore says with VMCOREINFO PAGESIZE or its default.
+const testPageSize = 4096
+
+// A vmcore of 16 or 64 KiB pages (VMCOREINFO PAGESIZE) is read in them:
+// pfns, max_mapnr, the bitmaps and every page the mmap and pread readers
+// serve are the generator's, for every shape and both file layouts,
+// partial and unaligned pages included.
+func TestPagesOfEverySize(t *testing.T) {
+	for _, ps := range PageSizes {
+		for _, shape := range []string{"holes", "alias", "unaligned", "partial-page", "qemu"} {
+			for _, layout := range []synth.Layout{synth.ProcVmcore, synth.QEMU} {
+				t.Run(fmt.Sprintf("%d/%s/%s", ps, shape, layout), func(t *testing.T) {
+					s, ok := synth.Shapes()[shape]
+					if !ok {
+						t.Fatalf("no shape %s", shape)
+					}
+					s = synth.WithPageSize(s, ps)
+					s.Layout = layout
+					path := filepath.Join(t.TempDir(), "vmcore")
+					if err := synth.WriteFile(path, s); err != nil {
+						t.Fatal(err)
+					}
+					v, err := Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer v.Close()
+					if v.PageSize() != ps || v.MaxMapnr != s.MaxMapnr() {
+						t.Fatalf("page size %d, max_mapnr %d; want %d, %d", v.PageSize(), v.MaxMapnr, ps, s.MaxMapnr())
+					}
+					_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{LastPresent: true, KeepData: true})
+					want := make([]byte, ps)
+					for _, mmap := range []bool{true, false} {
+						r := v.NewReader(DefaultMapSize, mmap)
+						n := 0
+						for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
+							got, err := r.Page(pfn)
+							if err != nil {
+								t.Fatal(err)
+							}
+							synth.Page(s, pfn, want)
+							if !bytes.Equal(got, want) {
+								t.Fatalf("mmap %v: pfn %#x differs from the generator's", mmap, pfn)
+							}
+							n++
+						}
+						r.Close()
+						if n == 0 {
+							t.Fatal("no page with data")
+						}
+					}
+				})
+			}
+		}
+	}
 }

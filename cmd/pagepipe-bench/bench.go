@@ -192,7 +192,7 @@ func defaultDumpDir() string {
 	return os.TempDir()
 }
 
-// memoryBytes is the crashed machine's memory: pages with data × 4 KiB.
+// memoryBytes is the crashed machine's memory: pages with data × page size.
 func memoryBytes(vmcore string) (int64, error) {
 	v, err := source.OpenMemory(vmcore)
 	if err != nil {
@@ -200,7 +200,7 @@ func memoryBytes(vmcore string) (int64, error) {
 	}
 	defer v.Close()
 	present, _ := v.Bitmaps(v.Pfns(), source.PartialPages{})
-	return int64(present.Count(0, present.Len())) * source.PageSize, nil
+	return int64(present.Count(0, present.Len())) * int64(v.PageSize()), nil
 }
 
 // makedumpfileVersion returns the first line of PATH -v, which must be

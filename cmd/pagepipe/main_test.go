@@ -111,7 +111,7 @@ func expected(t *testing.T, vmcore string, s synth.Spec) judge.Pages {
 	defer v.Close()
 	_, dumpable := v.Bitmaps(v.MaxMapnr, source.PartialPages{})
 	want := judge.Pages{}
-	buf := make([]byte, source.PageSize)
+	buf := make([]byte, synth.PageSize)
 	for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
 		synth.Page(s, pfn, buf)
 		want[pfn] = judge.Hash(buf)
@@ -123,7 +123,7 @@ func expected(t *testing.T, vmcore string, s synth.Spec) judge.Pages {
 func loadRanges(s synth.Spec) []judge.Range {
 	var out []judge.Range
 	for _, g := range s.Segments {
-		out = append(out, judge.Range{Lo: g.Paddr / source.PageSize, Hi: (g.Paddr + g.MemSize + source.PageSize - 1) / source.PageSize})
+		out = append(out, judge.Range{Lo: g.Paddr / synth.PageSize, Hi: (g.Paddr + g.MemSize + synth.PageSize - 1) / synth.PageSize})
 	}
 	return out
 }
@@ -137,7 +137,7 @@ func ownReader(t *testing.T, dump string) judge.Pages {
 	}
 	defer d.Close()
 	got := judge.Pages{}
-	buf := make([]byte, source.PageSize)
+	buf := make([]byte, d.PageSize())
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		if err := d.ReadPage(pfn, buf); err != nil {
 			t.Fatal(err)

@@ -42,25 +42,39 @@ func Hash(page []byte) string {
 // Range is a run of pfns [Lo, Hi) for a judge to read.
 type Range struct{ Lo, Hi uint64 }
 
-// Libkdumpfile reads every pfn in ranges of dump through
+// Libkdumpfile reads every pfn (of 4 KiB pages) in ranges of dump through
 // python3-libkdumpfile.
 func Libkdumpfile(tb testing.TB, dump string, ranges []Range) Pages {
-	return runPages(tb, "libkdumpfile", pagesKdumpfile, dump, ranges)
+	return LibkdumpfileAt(tb, dump, 4096, ranges)
 }
 
-// Drgn reads every pfn in ranges of dump through python3-drgn.
+// LibkdumpfileAt is Libkdumpfile for a dump of pageSize-byte pages: pfn n
+// is the pageSize bytes at physical n*pageSize. The caller says the size
+// (from what the dump was made of), not the dump: a dump with the wrong
+// block size then reads back wrong.
+func LibkdumpfileAt(tb testing.TB, dump string, pageSize uint64, ranges []Range) Pages {
+	return runPages(tb, "libkdumpfile", pagesKdumpfile, dump, pageSize, ranges)
+}
+
+// Drgn reads every pfn (of 4 KiB pages) in ranges of dump through
+// python3-drgn.
 func Drgn(tb testing.TB, dump string, ranges []Range) Pages {
-	return runPages(tb, "drgn", pagesDrgn, dump, ranges)
+	return DrgnAt(tb, dump, 4096, ranges)
 }
 
-func runPages(tb testing.TB, name, script, dump string, ranges []Range) Pages {
+// DrgnAt is Drgn for a dump of pageSize-byte pages (as LibkdumpfileAt).
+func DrgnAt(tb testing.TB, dump string, pageSize uint64, ranges []Range) Pages {
+	return runPages(tb, "drgn", pagesDrgn, dump, pageSize, ranges)
+}
+
+func runPages(tb testing.TB, name, script, dump string, pageSize uint64, ranges []Range) Pages {
 	tb.Helper()
 	// Not named after the module it imports, which it would shadow.
 	path := filepath.Join(tb.TempDir(), "pages_"+name+".py")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	args := []string{path, dump}
+	args := []string{path, dump, fmt.Sprint(pageSize)}
 	for _, r := range ranges {
 		args = append(args, fmt.Sprintf("%d:%d", r.Lo, r.Hi))
 	}

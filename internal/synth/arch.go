@@ -55,10 +55,10 @@ var archs = map[Arch]archInfo{
 			"SYMBOL(vmemmap_list)=c0000000029b6b88\n" +
 			"SYMBOL(mmu_vmemmap_psize)=c0000000026a8a30\n" +
 			"SYMBOL(mmu_psize_defs)=c0000000026a8aa8\n" +
-			"SIZE(vmemmap_backing)=32\n" +
-			"OFFSET(vmemmap_backing.list)=24\n" +
-			"OFFSET(vmemmap_backing.phys)=0\n" +
-			"OFFSET(vmemmap_backing.virt_addr)=8\n" +
+			"SIZE(vmemmap_backing)=24\n" + // Debian's 6.1 (the shared notes' ppc64le.md)
+			"OFFSET(vmemmap_backing.list)=0\n" +
+			"OFFSET(vmemmap_backing.phys)=8\n" +
+			"OFFSET(vmemmap_backing.virt_addr)=16\n" +
 			"SIZE(mmu_psize_def)=96\n" +
 			"OFFSET(mmu_psize_def.shift)=0\n" +
 			"KERNELOFFSET=0\n"},
@@ -142,6 +142,7 @@ func ForeignMachine(a Arch, sizeMiB int) Spec {
 		in.vmcoreinfo + "CRASHTIME=1733000000\n"
 	return Spec{
 		Arch:       a,
+		PageSize:   uint64(in.pageSize),
 		Segments:   []Segment{seg(in.ramBase, half), seg(in.ramBase+half+64<<20, size-half)},
 		CPUs:       2,
 		VMCOREINFO: vi,

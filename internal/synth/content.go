@@ -75,10 +75,9 @@ func contentKind(s *Spec, pfn uint64) Kind {
 	return Text
 }
 
-// fill writes the full, unclipped page of the given kind for pfn into
-// b[:PageSize].
+// fill writes the full, unclipped page of the given kind for pfn into b,
+// which is one page (a multiple of 16 bytes).
 func fill(b []byte, k Kind, seed, pfn uint64) {
-	b = b[:PageSize]
 	r := rng(key(seed, pfn, saltPage))
 	switch k {
 	case Zero:
@@ -99,8 +98,7 @@ func fill(b []byte, k Kind, seed, pfn uint64) {
 // independent and the loop runs at about one multiply per 8 bytes.
 func fillRandom(b []byte, s uint64) {
 	const inc, k = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
-	b = b[:PageSize]
-	for i := 0; i < PageSize; i += 16 {
+	for i := 0; i+16 <= len(b); i += 16 {
 		s0 := s + inc
 		s1 := s0 + inc
 		s = s1
@@ -119,8 +117,8 @@ func nonZeroEnds(b []byte) {
 	if b[0] == 0 {
 		b[0] = 0x5a
 	}
-	if b[PageSize-1] == 0 {
-		b[PageSize-1] = 0xa5
+	if b[len(b)-1] == 0 {
+		b[len(b)-1] = 0xa5
 	}
 }
 
@@ -265,13 +263,14 @@ type span struct{ lo, hi int }
 // coverage returns the parts of page pfn that lie in some segment's file
 // data, merged and sorted; full reports whether that is the whole page.
 func coverage(s *Spec, pfn uint64) (spans []span, full bool) {
-	base := pfn * PageSize
+	ps := s.PageBytes()
+	base := pfn * ps
 	for _, g := range s.Segments {
-		lo, hi := max(g.Paddr, base), min(g.End(), base+PageSize)
+		lo, hi := max(g.Paddr, base), min(g.End(), base+ps)
 		if lo >= hi {
 			continue
 		}
-		if lo == base && hi == base+PageSize {
+		if lo == base && hi == base+ps {
 			return nil, true
 		}
 		spans = append(spans, span{int(lo - base), int(hi - base)})
@@ -289,21 +288,21 @@ func coverage(s *Spec, pfn uint64) (spans []span, full bool) {
 			out = append(out, sp)
 		}
 	}
-	if len(out) == 1 && out[0].lo == 0 && out[0].hi == PageSize {
+	if len(out) == 1 && out[0].lo == 0 && out[0].hi == int(ps) {
 		return nil, true
 	}
 	return out, false
 }
 
-// Page fills buf[:PageSize] with page pfn as the generated file holds it:
-// the generator's bytes where the page lies within some segment's
-// FileSize, zeros elsewhere (holes, MemSize tails, the outside of a
-// partial page). buf must hold at least PageSize bytes.
+// Page fills buf[:s.PageBytes()] with page pfn (of the spec's page size)
+// as the generated file holds it: the generator's bytes where the page
+// lies within some segment's FileSize, zeros elsewhere (holes, MemSize
+// tails, the outside of a partial page). buf must hold at least a page.
 //
 // For a kernel machine the page is the kernel's: its structures where they
 // are, otherwise contents by class (free pages zero unless stale).
 func Page(s Spec, pfn uint64, buf []byte) {
-	b := buf[:PageSize]
+	b := buf[:s.PageBytes()]
 	if s.Kernel != nil {
 		if k, err := kernelOf(&s); err == nil {
 			n := k.partialPage(pfn)
@@ -368,13 +367,13 @@ func KindOf(s Spec, pfn uint64) Kind {
 		return k // every text byte is printable
 	}
 	for _, sp := range spans {
-		if sp.lo == 0 || sp.hi == PageSize {
+		if sp.lo == 0 || sp.hi == int(s.PageBytes()) {
 			return k // nonZeroEnds
 		}
 	}
 	// A sliver in the middle of a page: look.
-	var b [PageSize]byte
-	fill(b[:], k, s.Seed, pfn)
+	b := make([]byte, s.PageBytes())
+	fill(b, k, s.Seed, pfn)
 	for _, sp := range spans {
 		for _, c := range b[sp.lo:sp.hi] {
 			if c != 0 {

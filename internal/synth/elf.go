@@ -82,8 +82,9 @@ func GeometryOf(s Spec) (Geometry, error) {
 			g.ShOff, g.ShNum = off, 1
 			off += shdrSize
 		}
-		g.NoteOff = roundUp(off, PageSize)
-		off = roundUp(g.NoteOff+g.NoteSize, PageSize)
+		ps := int64(s.PageBytes())
+		g.NoteOff = roundUp(off, ps)
+		off = roundUp(g.NoteOff+g.NoteSize, ps)
 		g.Size = g.NoteOff + g.NoteSize
 		for i, sg := range s.Segments {
 			if sg.FileSize == 0 {
@@ -92,10 +93,10 @@ func GeometryOf(s Spec) (Geometry, error) {
 			}
 			// The kernel's page-granular chunk [rounddown(start),
 			// roundup(end)); p_offset points at the start byte in it.
-			head := int64(sg.Paddr % PageSize)
+			head := int64(sg.Paddr) % ps
 			g.LoadOff[i] = off + head
 			g.Size = max(g.Size, g.LoadOff[i]+int64(sg.FileSize))
-			off += roundUp(head+int64(sg.FileSize), PageSize)
+			off += roundUp(head+int64(sg.FileSize), ps)
 		}
 	case QEMU:
 		g.ShOff, g.ShNum = ehdrSize, 2

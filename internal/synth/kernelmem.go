@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -65,8 +66,10 @@ type KernelSpec struct {
 	// VABits is an arm64 machine's VA_BITS: 39, 48 (0: Debian's) or 52
 	// (karm64.go). VABitsActual is vabits_actual (64 - TCR_EL1_T1SZ): 0
 	// means VA_BITS; a 52-bit kernel on hardware without LVA runs at 48.
-	// PA52 sets MAX_PHYSMEM_BITS to 52 (52-bit VA kernels only; LPA2
-	// descriptors when 52-bit VAs are in use). x86_64 machines ignore them.
+	// PA52 sets MAX_PHYSMEM_BITS to 52: with 4 KiB pages for 52-bit VA
+	// kernels only (LPA2 descriptors when 52-bit VAs are in use), with
+	// 64 KiB pages for any (FEAT_LPA descriptors); 6.1 has none with
+	// 16 KiB pages. x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
 	// Lean makes machines of several TiB cheap (KernelMachine sets it
@@ -83,7 +86,8 @@ type KernelSpec struct {
 
 // Memory model constants (x86_64 4-level paging, Debian config): the
 // fixture's NUMBER(SECTION_SIZE_BITS)=27, NUMBER(MAX_PHYSMEM_BITS)=46,
-// SIZE(mem_section)=32 and LENGTH(mem_section)=4096.
+// SIZE(mem_section)=32 and LENGTH(mem_section)=4096. The ones counted in
+// pages are for 4 KiB pages; kmem's fields give them for its page size.
 const (
 	sectionSizeBits  = 27
 	maxPhysmemBits   = 46
@@ -150,6 +154,13 @@ type kmem struct {
 	freeDirty  float64
 	unaccepted bool
 
+	// The page size and what follows from it: SECTION_SIZE_BITS, the
+	// pages per section, SECTIONS_PER_ROOT (a page of mem_sections) and
+	// the pages of struct pages one section has.
+	ps                      uint64
+	shift, sectionBits      uint
+	pps, perRoot, backPages uint64
+
 	ram      []pfnRange // merged RAM
 	partial  []uint64   // ends of the segments that end mid-page (that page is no RAM)
 	endPFN   uint64     // one past the highest RAM pfn
@@ -170,8 +181,8 @@ type kmem struct {
 	vmLo         uint64 // first pfn of the struct page backing (vmEnd: its end)
 	mbNext       uint64 // next free page of the boot allocations
 	secBacking   []uint64
-	backingSec   []uint64 // section of each 2 MiB backing chunk
-	small        map[uint64]*[PageSize]byte
+	backingSec   []uint64          // section of each 2 MiB backing chunk
+	small        map[uint64][]byte // whole pages
 	smallZero    map[uint64]bool
 
 	sym          map[string]uint64
@@ -204,7 +215,7 @@ func kernelOf(s *Spec) (*kmem, error) {
 	e := v.(*kernelCacheEntry)
 	e.mu.Lock()
 	for _, k := range slices.Backward(e.kms) {
-		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) &&
+		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && k.ps == s.PageBytes() &&
 			(slices.Equal(k.segs, s.Segments) || slices.Equal(k.fileSegs, s.Segments)) {
 			e.mu.Unlock()
 			return k, nil
@@ -251,12 +262,17 @@ func buildKernel(s *Spec) (*kmem, error) {
 	}
 	k := &kmem{
 		prof: prof, ks: ks, seed: s.Seed, segs: slices.Clone(s.Segments),
-		unaccepted: ks.Unaccepted, small: map[uint64]*[PageSize]byte{},
+		unaccepted: ks.Unaccepted, small: map[uint64][]byte{},
 		smallZero: map[uint64]bool{}, sym: map[string]uint64{},
+		ps: s.PageBytes(), sectionBits: sectionSizeBits,
 	}
+	k.shift = uint(bits.TrailingZeros64(k.ps))
 	if s.Arch == AArch64 {
-		if k.arm, err = newARM64Layout(ks); err != nil {
+		if k.arm, err = newARM64Layout(ks, k.shift); err != nil {
 			return nil, err
+		}
+		if k.shift == 16 {
+			k.sectionBits = 29 // arch/arm64/include/asm/sparsemem.h: 64 KiB pages
 		}
 		// arm64 has no PG_uncached (x86's PAT flag, gone in 6.12): the
 		// flags after it are one lower (the arm64 6.1 vmcore's
@@ -268,12 +284,15 @@ func buildKernel(s *Spec) (*kmem, error) {
 		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-arm64", 1)
 		k.prof = &p
 	}
+	k.pps = 1 << (k.sectionBits - k.shift)
+	k.perRoot = k.ps / memSectionSize
+	k.backPages = k.pps * structPageSize / k.ps
 	if err := k.ramFromSegments(); err != nil {
 		return nil, err
 	}
 	k.used = ks.Used
 	if k.used == 0 {
-		ramMiB := float64(k.ramPages()) / 256
+		ramMiB := float64(k.ramPages()*k.ps) / (1 << 20)
 		k.used = min(0.6, max(0.02, 1024/ramMiB))
 		if ks.Lean {
 			k.used = min(0.6, 1024/ramMiB)
@@ -303,7 +322,7 @@ func buildKernel(s *Spec) (*kmem, error) {
 	k.buildMemSection()
 	k.buildGlobals()
 	for pfn, pg := range k.small {
-		k.smallZero[pfn] = isZeroPage(pg[:])
+		k.smallZero[pfn] = isZeroPage(pg)
 	}
 	k.vmcoreinfo = renderVMCOREINFO(prof.vmcoreinfo(k), k.crashTime)
 	k.fileSegs = k.fileSegments()
@@ -328,16 +347,16 @@ func isZeroPage(b []byte) bool {
 func (k *kmem) ramFromSegments() error {
 	var r []pfnRange
 	for i, g := range k.segs {
-		if g.Paddr%PageSize != 0 || g.MemSize != g.FileSize {
+		if g.Paddr%k.ps != 0 || g.MemSize != g.FileSize {
 			return fmt.Errorf("synth: kernel machine segment %d does not start on a page with data to its end", i)
 		}
-		if g.End()%PageSize != 0 {
+		if g.End()%k.ps != 0 {
 			k.partial = append(k.partial, g.End())
 		}
-		if g.End()/PageSize == g.Paddr/PageSize {
+		if g.End()/k.ps == g.Paddr/k.ps {
 			continue
 		}
-		r = append(r, pfnRange{g.Paddr / PageSize, g.End() / PageSize})
+		r = append(r, pfnRange{g.Paddr / k.ps, g.End() / k.ps})
 	}
 	if len(r) == 0 {
 		return errors.New("synth: kernel machine has no RAM")
@@ -354,13 +373,13 @@ func (k *kmem) ramFromSegments() error {
 	}
 	k.ram = out
 	k.endPFN = out[len(out)-1].hi
-	if k.endPFN > 1<<(k.physBits()-12) {
+	if k.endPFN > 1<<(uint(k.physBits())-k.shift) {
 		return errors.New("synth: kernel machine memory beyond MAX_PHYSMEM_BITS")
 	}
-	k.nsec = (k.endPFN + pagesPerSection - 1) / pagesPerSection
+	k.nsec = (k.endPFN + k.pps - 1) / k.pps
 	k.present = make([]bool, k.nsec)
 	for _, x := range k.ram {
-		for n := x.lo / pagesPerSection; n*pagesPerSection < x.hi; n++ {
+		for n := x.lo / k.pps; n*k.pps < x.hi; n++ {
 			k.present[n] = true
 		}
 	}
@@ -371,8 +390,8 @@ func (k *kmem) ramFromSegments() error {
 // holds, or 0.
 func (k *kmem) partialPage(pfn uint64) uint64 {
 	for _, end := range k.partial {
-		if end/PageSize == pfn {
-			return end % PageSize
+		if end/k.ps == pfn {
+			return end % k.ps
 		}
 	}
 	return 0
@@ -402,8 +421,22 @@ func (k *kmem) physBits() int {
 
 // nrRoots is NR_SECTION_ROOTS, LENGTH(mem_section).
 func (k *kmem) nrRoots() uint64 {
-	return (1 << (k.physBits() - sectionSizeBits)) / sectionsPerRoot
+	return (1 << (uint(k.physBits()) - k.sectionBits)) / k.perRoot
 }
+
+// rootPages is the pages the root array takes (memblock allocates whole
+// pages).
+func (k *kmem) rootPages() uint64 { return (k.nrRoots()*8 + k.ps - 1) / k.ps }
+
+// vmAlign is the alignment of the struct page backing, in pages: 2 MiB,
+// what a PMD maps with 4 KiB pages.
+func (k *kmem) vmAlign() uint64 { return bigPage2M / k.ps }
+
+// gigPages is the pages of a 1 GiB hugetlb page.
+func (k *kmem) gigPages() uint64 { return bigPage1G / k.ps }
+
+// lowPages is the first MiB in pages (reserved on x86).
+func (k *kmem) lowPages() uint64 { return 1 << 20 / k.ps }
 
 // virtualLayout picks the kernel's virtual addresses.
 func (k *kmem) virtualLayout() {
@@ -432,7 +465,7 @@ func (k *kmem) virtualLayout() {
 // Debian's 6.1 image is 54 MiB; small machines get a smaller one (the
 // capture-kernel shapes of KexecMachine, a few tens of MiB, 4 MiB).
 func (k *kmem) imageSize() uint64 {
-	switch mib := k.ramPages() / 256; {
+	switch mib := k.ramPages() * k.ps >> 20; {
 	case mib >= 512:
 		return 32 << 20
 	case mib >= 128:
@@ -457,23 +490,23 @@ func (k *kmem) place() error {
 	for n, p := range k.present {
 		if p {
 			nPresent++
-			rootUsed[uint64(n)/sectionsPerRoot] = true
+			rootUsed[uint64(n)/k.perRoot] = true
 		}
 	}
 	// Page tables: PUD tables for the direct map and the vmemmap (one per
 	// 512 GiB, plus one for a misaligned start), PMD tables for the
 	// vmemmap (one per GiB of it) and, with 2 MiB pages, for the direct
 	// map; text tables live in the image.
-	dmGiB := (k.endPFN*PageSize + bigPage1G - 1) / bigPage1G
+	dmGiB := (k.endPFN*k.ps + bigPage1G - 1) / bigPage1G
 	vmGiB := (k.nsec*bigPage2M+bigPage1G-1)/bigPage1G + 1
 	tables := dmGiB/512 + 2 + vmGiB/512 + 2 + vmGiB
 	if k.ks.DirectMap2M {
 		tables += dmGiB
 	}
 	const misc = 1 // mem_section_usage and pgdat (left zero)
-	rootPages := k.nrRoots() * 8 / PageSize
+	rootPages := k.rootPages()
 	mbPages := rootPages + uint64(len(rootUsed)) + tables + misc
-	vmPages := nPresent * 512
+	vmPages := nPresent * k.backPages
 	var armImg uint64
 	if k.arm != nil {
 		armImg, mbPages = k.placeARM64(img, rootPages+uint64(len(rootUsed))+misc, nPresent)
@@ -491,11 +524,11 @@ func (k *kmem) place() error {
 		slides = []uint64{0}
 	}
 	for _, j := range slides {
-		imgLo := (defaultPhysStart + j*bigPage2M) / PageSize
+		imgLo := (defaultPhysStart + j*bigPage2M) / k.ps
 		if k.arm != nil {
 			imgLo = armImg
 		}
-		imgHi := imgLo + img/PageSize
+		imgHi := imgLo + img/k.ps
 		if k.inRAM(imgLo, imgHi+mbPages) {
 			k.imgLo, k.imgHi, k.mbLo, k.mbHi = imgLo, imgHi, imgHi, imgHi+mbPages
 			break
@@ -504,41 +537,42 @@ func (k *kmem) place() error {
 	if k.imgHi == 0 {
 		return fmt.Errorf("synth: no room for a %d MiB kernel image in RAM from 16 MiB", img>>20)
 	}
-	if vm := (k.mbHi + 511) &^ 511; k.inRAM(vm, vm+vmPages) {
+	al := k.vmAlign()
+	if vm := (k.mbHi + al - 1) &^ (al - 1); k.inRAM(vm, vm+vmPages) {
 		k.vmLo = vm
 	} else {
 		for i := len(k.ram) - 1; i >= 0 && k.vmLo == 0; i-- {
 			r := k.ram[i]
-			if r.hi-r.lo < vmPages+512 {
+			if r.hi-r.lo < vmPages+al {
 				continue
 			}
-			if vm := (r.hi - vmPages) &^ 511; vm >= r.lo && (vm >= k.mbHi || vm+vmPages <= k.imgLo) {
+			if vm := (r.hi - vmPages) &^ (al - 1); vm >= r.lo && (vm >= k.mbHi || vm+vmPages <= k.imgLo) {
 				k.vmLo = vm
 			}
 		}
 		if k.vmLo == 0 {
-			return fmt.Errorf("synth: no room for %d MiB of struct pages in RAM", vmPages>>8)
+			return fmt.Errorf("synth: no room for %d MiB of struct pages in RAM", vmPages*k.ps>>20)
 		}
 	}
 	k.mbNext = k.mbLo
 	// phys_base is the physical address of __START_KERNEL_map's mapping:
 	// _text = __START_KERNEL + slide is at physical imgLo.
 	k.textVA = startKernelMap + defaultPhysStart + k.kaslrOffset
-	k.physBase = int64(k.imgLo*PageSize) - int64(defaultPhysStart+k.kaslrOffset)
+	k.physBase = int64(k.imgLo*k.ps) - int64(defaultPhysStart+k.kaslrOffset)
 	if k.arm != nil {
 		k.textVA = k.arm.modulesEnd + k.kaslrOffset // KIMAGE_VADDR + KERNELOFFSET
-		k.arm.kimageVoffset = k.textVA - k.imgLo*PageSize
+		k.arm.kimageVoffset = k.textVA - k.imgLo*k.ps
 	}
 
-	// One 2 MiB chunk per present section, in section order, PMD-mapped
-	// into the vmemmap.
+	// One chunk of struct pages per present section (2 MiB with 4 KiB
+	// pages, PMD-mapped into the vmemmap), in section order.
 	k.secBacking = make([]uint64, k.nsec)
 	next := k.vmLo
 	for n, p := range k.present {
 		if p {
 			k.secBacking[n] = next
 			k.backingSec = append(k.backingSec, uint64(n))
-			next += 512
+			next += k.backPages
 		}
 	}
 	return nil
@@ -560,9 +594,10 @@ func (k *kmem) placeGigantic(n int) error {
 	if n < 0 {
 		return fmt.Errorf("synth: negative Gigantic %d", n)
 	}
-	for g := k.endPFN &^ (gigPages - 1); len(k.gig) < n && g >= gigPages; g -= gigPages {
-		lo := g - gigPages
-		if k.inRAM(lo, g) && lo >= 256 && !overlaps(lo, g, k.imgLo, k.mbHi) && !overlaps(lo, g, k.vmLo, k.vmEnd()) {
+	gp := k.gigPages()
+	for g := k.endPFN &^ (gp - 1); len(k.gig) < n && g >= gp; g -= gp {
+		lo := g - gp
+		if k.inRAM(lo, g) && lo >= k.lowPages() && !overlaps(lo, g, k.imgLo, k.mbHi) && !overlaps(lo, g, k.vmLo, k.vmEnd()) {
 			k.gig = append(k.gig, lo)
 		}
 	}
@@ -575,9 +610,9 @@ func (k *kmem) placeGigantic(n int) error {
 
 func overlaps(alo, ahi, blo, bhi uint64) bool { return alo < bhi && blo < ahi }
 
-// paintStatuses builds the status map over [0, nsec*pagesPerSection).
+// paintStatuses builds the status map over [0, nsec*pps).
 func (k *kmem) paintStatuses() {
-	end := k.nsec * pagesPerSection
+	end := k.nsec * k.pps
 	r := []statusRange{{0, end, stHole}}
 	for _, x := range k.ram {
 		r = paint(r, x.lo, x.hi, stAvail)
@@ -585,8 +620,8 @@ func (k *kmem) paintStatuses() {
 	// The first MiB: BIOS, real-mode trampoline and friends are
 	// reserved by memblock on x86.
 	for _, x := range k.ram {
-		if x.lo < 256 {
-			r = paint(r, x.lo, min(x.hi, 256), stReserved)
+		if x.lo < k.lowPages() {
+			r = paint(r, x.lo, min(x.hi, k.lowPages()), stReserved)
 		}
 	}
 	r = paint(r, k.imgLo, k.imgHi, stReserved)
@@ -597,7 +632,7 @@ func (k *kmem) paintStatuses() {
 	r = paint(r, k.mbLo, k.mbHi, stReserved)
 	r = paint(r, k.vmLo, k.vmEnd(), stReserved)
 	for _, g := range k.gig {
-		r = paint(r, g, g+gigPages, stGigantic)
+		r = paint(r, g, g+k.gigPages(), stGigantic)
 	}
 	k.statuses = r
 }
@@ -739,11 +774,11 @@ func (k *kmem) buildTables() {
 	}
 	for n, p := range k.present {
 		if p {
-			b.mapLarge(top*PageSize, k.pageVA(uint64(n)*pagesPerSection), k.secBacking[n]*PageSize, 21, kernLarge)
+			b.mapLarge(top*PageSize, k.pageVA(uint64(n)*k.pps), k.secBacking[n]*PageSize, 21, kernLarge)
 		}
 	}
 	for pa, t := range b.tables {
-		pg := new([PageSize]byte)
+		pg := make([]byte, PageSize)
 		for i, e := range t {
 			binary.LittleEndian.PutUint64(pg[i*8:], e)
 		}
@@ -765,38 +800,39 @@ const sectionFlagsOld, sectionFlags = 0x7, 0xf
 // section_mem_map = vmemmap | flags: the kernel encodes
 // mem_map - section_start_pfn, which under VMEMMAP is the vmemmap base.
 func (k *kmem) buildMemSection() {
-	nRootPages := k.nrRoots() * 8 / PageSize
+	nRootPages := k.rootPages()
 	root := k.allocPages(nRootPages)
 	usage := k.allocPages(1) // mem_section_usage and pgdat live here (zeros)
-	k.memSectionVA = k.va(root * PageSize)
-	rootPages := make([]*[PageSize]byte, nRootPages)
+	k.memSectionVA = k.va(root * k.ps)
+	rootPages := make([][]byte, nRootPages)
 	for i := range rootPages {
-		rootPages[i] = new([PageSize]byte)
+		rootPages[i] = make([]byte, k.ps)
 		k.small[root+uint64(i)] = rootPages[i]
 	}
+	perPage := k.ps / 8 // root pointers in a page
 	flags := uint64(sectionFlags)
 	if !k.prof.atLeast(5, 0) {
 		flags = sectionFlagsOld
 	}
-	for r := uint64(0); r*sectionsPerRoot < k.nsec; r++ {
-		var pg *[PageSize]byte
-		for i := uint64(0); i < sectionsPerRoot; i++ {
-			n := r*sectionsPerRoot + i
+	for r := uint64(0); r*k.perRoot < k.nsec; r++ {
+		var pg []byte
+		for i := uint64(0); i < k.perRoot; i++ {
+			n := r*k.perRoot + i
 			if n >= k.nsec || !k.present[n] {
 				continue
 			}
 			if pg == nil {
 				pa := k.allocPages(1)
-				pg = new([PageSize]byte)
+				pg = make([]byte, k.ps)
 				k.small[pa] = pg
-				binary.LittleEndian.PutUint64(rootPages[r/512][r%512*8:], k.va(pa*PageSize))
+				binary.LittleEndian.PutUint64(rootPages[r/perPage][r%perPage*8:], k.va(pa*k.ps))
 			}
 			e := pg[i*memSectionSize:]
 			binary.LittleEndian.PutUint64(e[0:], k.vmemmap|flags)
-			binary.LittleEndian.PutUint64(e[8:], k.va(usage*PageSize)+n%64*64) // ->usage
+			binary.LittleEndian.PutUint64(e[8:], k.va(usage*k.ps)+n%64*64) // ->usage
 		}
 	}
-	k.sym["node_data_pgdat"] = k.va(usage * PageSize)
+	k.sym["node_data_pgdat"] = k.va(usage * k.ps)
 }
 
 // uts field offsets in struct new_utsname (65-byte fields).
@@ -812,7 +848,7 @@ const (
 func (k *kmem) buildGlobals() {
 	top := k.imgLo + (k.imgHi-k.imgLo)*5/8
 	globals, nodeData := top+3, top+4
-	pg := new([PageSize]byte)
+	pg := make([]byte, k.ps)
 	k.small[globals] = pg
 	base := k.prof.utsNameOff
 	if base == 4 {
@@ -822,20 +858,20 @@ func (k *kmem) buildGlobals() {
 		k.prof.version, map[bool]string{false: "x86_64", true: "aarch64"}[k.arm != nil], "(none)"} {
 		copy(pg[base+uint64(i)*utsLen:], s)
 	}
-	k.sym["init_uts_ns"] = k.kva(globals * PageSize)
+	k.sym["init_uts_ns"] = k.kva(globals * k.ps)
 	binary.LittleEndian.PutUint64(pg[0x800:], 1) // node_online_map: node 0
-	k.sym["node_online_map"] = k.kva(globals*PageSize + 0x800)
-	nd := new([PageSize]byte)
+	k.sym["node_online_map"] = k.kva(globals*k.ps + 0x800)
+	nd := make([]byte, k.ps)
 	binary.LittleEndian.PutUint64(nd[0:], k.sym["node_data_pgdat"])
 	k.small[nodeData] = nd
-	k.small[nodeData+1] = new([PageSize]byte)
-	k.sym["node_data"] = k.kva(nodeData * PageSize)
+	k.small[nodeData+1] = make([]byte, k.ps)
+	k.sym["node_data"] = k.kva(nodeData * k.ps)
 	// Other symbols: somewhere in the image's text, rodata and data,
 	// in the order the fixture has them (kallsyms in rodata, printk and
 	// vmap_area_list in data, clear_seq in bss).
-	img := (k.imgHi - k.imgLo) * PageSize
+	img := (k.imgHi - k.imgLo) * k.ps
 	at := func(frac float64, off uint64) uint64 {
-		return k.kva(k.imgLo*PageSize + uint64(float64(img)*frac)&^0xfff + off)
+		return k.kva(k.imgLo*k.ps + uint64(float64(img)*frac)&^0xfff + off)
 	}
 	for i, n := range []string{"kallsyms_offsets", "kallsyms_relative_base", "kallsyms_num_syms",
 		"kallsyms_names", "kallsyms_token_table", "kallsyms_token_index"} {

@@ -107,8 +107,8 @@ func kernelView(s *Spec) Spec {
 // fileSegments builds the kernel machine's PT_LOADs.
 func (k *kmem) fileSegments() []Segment {
 	segs := make([]Segment, 0, len(k.segs)+1)
-	img := (k.imgHi - k.imgLo) * PageSize
-	segs = append(segs, Segment{Paddr: k.imgLo * PageSize, FileSize: img, MemSize: img, Vaddr: k.textVA})
+	img := (k.imgHi - k.imgLo) * k.ps
+	segs = append(segs, Segment{Paddr: k.imgLo * k.ps, FileSize: img, MemSize: img, Vaddr: k.textVA})
 	for _, g := range k.segs {
 		if g.FileSize > 0 {
 			g.Vaddr = k.pageOffset + g.Paddr
@@ -125,6 +125,7 @@ const kindStruct Kind = 0x80
 // pager generates a spec's pages for one goroutine.
 type pager interface {
 	kind(pfn uint64) Kind
+	// fill writes page pfn, of kind k, into b: exactly one page.
 	fill(b []byte, pfn uint64, k Kind)
 }
 
@@ -165,7 +166,7 @@ func (k *kmem) freeIsDirty(lf leaf) bool {
 	return float64(lf.v)*(1.0/(1<<32)) < p
 }
 
-func (k *kmem) vmEnd() uint64 { return k.vmLo + uint64(len(k.backingSec))*512 }
+func (k *kmem) vmEnd() uint64 { return k.vmLo + uint64(len(k.backingSec))*k.backPages }
 
 func (p *kpager) kind(pfn uint64) Kind {
 	k := p.k
@@ -226,14 +227,14 @@ func (p *kpager) fill(b []byte, pfn uint64, kd Kind) {
 		return
 	}
 	k := p.k
-	b = b[:PageSize]
 	if pg, ok := k.small[pfn]; ok {
-		copy(b, pg[:])
+		copy(b, pg)
 		return
 	}
 	i := pfn - k.vmLo
-	first := k.backingSec[i/512]*pagesPerSection + i%512*(PageSize/structPageSize)
-	for j := range uint64(PageSize / structPageSize) {
+	perPage := k.ps / structPageSize
+	first := k.backingSec[i/k.backPages]*k.pps + i%k.backPages*perPage
+	for j := range perPage {
 		pfn := first + j
 		k.encodePage(b[j*structPageSize:], pfn, p.c.leaf(pfn))
 	}

@@ -258,7 +258,7 @@ const listPoison1, listPoison2 = 0xdead000000000100, 0xdead000000000122
 // ptr returns a plausible kernel heap pointer (direct map, 64-byte
 // aligned) drawn from x.
 func (k *kmem) ptr(x uint64) uint64 {
-	return k.va(mix64(x) % (k.endPFN * PageSize) &^ 63)
+	return k.va(mix64(x) % (k.endPFN * k.ps) &^ 63)
 }
 
 func bit(n int) uint64 {

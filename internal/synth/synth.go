@@ -23,9 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
-// PageSize is the x86_64 page size; the generator knows no other.
+// PageSize is the page size of a spec that sets none (Spec.PageSize 0):
+// x86_64's, and Debian's arm64 kernels'.
 const PageSize = 4096
 
 // Layout selects how the ELF file is arranged.
@@ -130,6 +132,13 @@ type Spec struct {
 	// value is x86_64); a kernel machine is x86_64 or aarch64
 	// (NewARM64Machine).
 	Arch Arch
+	// PageSize is the page size the memory is generated and numbered in
+	// (pfn = physical address / PageSize), a power of two from 4 KiB to
+	// 64 KiB; 0 means the package's PageSize. A kernel machine's
+	// VMCOREINFO says it (x86_64 machines have 4 KiB pages, arm64 ones 4,
+	// 16 or 64 KiB); a plain spec's VMCOREINFO is the caller's text
+	// (WithPageSize keeps its PAGESIZE in step).
+	PageSize uint64
 	// Segments are the PT_LOADs, in order; holes between them are
 	// allowed, and so are overlaps (the kernel-text alias of a real
 	// /proc/vmcore overlaps RAM). Contents depend only on the address, so
@@ -169,6 +178,12 @@ func (s Spec) Validate() error {
 	if s.Layout != ProcVmcore && s.Layout != QEMU {
 		return fmt.Errorf("synth: unknown layout %d", s.Layout)
 	}
+	if ps := s.PageBytes(); ps < 4096 || ps > 65536 || ps&(ps-1) != 0 {
+		return fmt.Errorf("synth: page size %d is not a power of two from 4 KiB to 64 KiB", ps)
+	}
+	if s.Kernel != nil && s.Arch == X86_64 && s.PageBytes() != 4096 {
+		return fmt.Errorf("synth: an x86_64 kernel machine has 4 KiB pages, not %d", s.PageBytes())
+	}
 	if s.CPUs < 0 || s.CPUs > 1<<16 {
 		return fmt.Errorf("synth: CPUs %d out of range [0, 65536]", s.CPUs)
 	}
@@ -204,7 +219,7 @@ func (s Spec) Validate() error {
 		if g.MemSize < g.FileSize {
 			return fmt.Errorf("synth: segment %d: MemSize %#x < FileSize %#x", i, g.MemSize, g.FileSize)
 		}
-		if g.Paddr+g.MemSize < g.Paddr || g.Paddr+g.MemSize > math.MaxUint64-PageSize {
+		if g.Paddr+g.MemSize < g.Paddr || g.Paddr+g.MemSize > math.MaxUint64-s.PageBytes() {
 			return fmt.Errorf("synth: segment %d: paddr %#x + memsz %#x overflows", i, g.Paddr, g.MemSize)
 		}
 		if g.FileSize > math.MaxInt64/2 {
@@ -225,6 +240,30 @@ func vmcoreinfoOf(s *Spec) string {
 	return s.VMCOREINFO
 }
 
+// PageBytes is the spec's page size in bytes: PageSize, or the package's
+// PageSize when that is 0.
+func (s Spec) PageBytes() uint64 {
+	if s.PageSize == 0 {
+		return PageSize
+	}
+	return s.PageSize
+}
+
+// WithPageSize returns s generated in pages of ps bytes, with the
+// PAGESIZE line of its VMCOREINFO text (if it has one) saying so. A
+// kernel machine's VMCOREINFO follows its page size by itself.
+func WithPageSize(s Spec, ps uint64) Spec {
+	s.PageSize = ps
+	if i := strings.Index(s.VMCOREINFO, "PAGESIZE="); i >= 0 && (i == 0 || s.VMCOREINFO[i-1] == '\n') {
+		end := strings.IndexByte(s.VMCOREINFO[i:], '\n')
+		if end < 0 {
+			end = len(s.VMCOREINFO) - i
+		}
+		s.VMCOREINFO = s.VMCOREINFO[:i] + fmt.Sprintf("PAGESIZE=%d", ps) + s.VMCOREINFO[i+end:]
+	}
+	return s
+}
+
 // MaxMapnr returns what makedumpfile computes from the headers alone:
 // roundup(max(p_paddr + p_memsz), page) / page.
 func (s Spec) MaxMapnr() uint64 {
@@ -234,7 +273,8 @@ func (s Spec) MaxMapnr() uint64 {
 			m = e
 		}
 	}
-	return (m + PageSize - 1) / PageSize
+	ps := s.PageBytes()
+	return (m + ps - 1) / ps
 }
 
 // DataBytes returns the total of the segments' FileSize: the bytes of

@@ -54,7 +54,7 @@ func viHead(k *kmem, buildID bool) []kv {
 	if buildID { // 5.9+: "kdump: append kernel build-id string to VMCOREINFO"
 		l = append(l, kv{"BUILD-ID", k.buildID})
 	}
-	return append(l, kv{"PAGESIZE", "4096"})
+	return append(l, kv{"PAGESIZE", fmt.Sprint(k.ps)})
 }
 
 func memSection(k *kmem, sectionBits, physBits bool) []kv {
@@ -65,7 +65,7 @@ func memSection(k *kmem, sectionBits, physBits bool) []kv {
 		viOff("mem_section.section_mem_map", 0),
 	}
 	if sectionBits { // 5.13+
-		l = append(l, viNum("SECTION_SIZE_BITS", sectionSizeBits))
+		l = append(l, viNum("SECTION_SIZE_BITS", int64(k.sectionBits)))
 	}
 	if physBits { // 5.9+
 		l = append(l, viNum("MAX_PHYSMEM_BITS", int64(k.physBits())))

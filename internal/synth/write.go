@@ -12,7 +12,7 @@ import (
 
 // chunkSize is the unit of work and of buffering: large enough that
 // per-chunk costs vanish, small enough that workers × chunkSize is
-// nothing next to the image.
+// nothing next to the image; a multiple of every page size.
 const chunkSize = 4 << 20
 
 // Write writes the vmcore described by s to w, every byte of [0, Size)
@@ -119,7 +119,7 @@ func write(w io.WriterAt, s Spec, sparse bool) error {
 	var chunks []chunk
 	for i, sg := range s.Segments {
 		for lo := sg.Paddr; lo < sg.End(); {
-			hi := min(lo&^(PageSize-1)+chunkSize, sg.End())
+			hi := min(lo&^(s.PageBytes()-1)+chunkSize, sg.End())
 			chunks = append(chunks, chunk{i, lo, hi})
 			lo = hi
 		}
@@ -165,7 +165,8 @@ func write(w io.WriterAt, s Spec, sparse bool) error {
 // pending run of non-zero pages is flushed and the zero page stays a hole.
 func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse bool, pg pager) error {
 	sg := s.Segments[c.seg]
-	base := c.lo &^ (PageSize - 1)
+	ps := s.PageBytes()
+	base := c.lo &^ (ps - 1)
 	runLo := c.lo // start of the pending, not yet written range
 	flush := func(hi uint64) error {
 		if hi <= runLo {
@@ -174,17 +175,17 @@ func writeChunk(w io.WriterAt, s *Spec, g *Geometry, c chunk, buf []byte, sparse
 		_, err := w.WriteAt(buf[runLo-base:hi-base], g.LoadOff[c.seg]+int64(runLo-sg.Paddr))
 		return err
 	}
-	for addr := base; addr < c.hi; addr += PageSize {
-		pfn := addr / PageSize
+	for addr := base; addr < c.hi; addr += ps {
+		pfn := addr / ps
 		k := pg.kind(pfn)
 		if sparse && k == Zero {
 			if err := flush(max(addr, c.lo)); err != nil {
 				return err
 			}
-			runLo = min(addr+PageSize, c.hi)
+			runLo = min(addr+ps, c.hi)
 			continue
 		}
-		pg.fill(buf[addr-base:], pfn, k)
+		pg.fill(buf[addr-base:addr-base+ps], pfn, k)
 	}
 	return flush(c.hi)
 }

@@ -1,0 +1,328 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ppc64 is the Linux ppc64le (book3s64) kernel as VMCOREINFO describes it,
+// following /work/shared/docs/ppc64le.md (real Debian 6.1 vmcores, radix
+// and hash) and makedumpfile's arch/ppc64.c:
+//
+//   - no KASLR: the kernel image lives in the linear map at PAGE_OFFSET
+//     0xc000000000000000, so a linear address translates by subtraction;
+//     under the hash MMU the Linux page tables do not map it at all;
+//   - the vmemmap (mem_map) at 0xc00c000000000000 is found through the
+//     kernel's vmemmap_list (6.1; under hash it is the only record of it),
+//     and through the page tables when that list is empty (radix on 6.6+);
+//   - vmalloc and I/O addresses walk the kernel page tables from
+//     swapper_pg_dir: big-endian entries, radix 13/9/9/5 or hash 8/10/10/8
+//     index bits with 64 KiB pages, the MMU from NUMBER(RADIX_MMU) (6.6+),
+//     else cur_cpu_spec's mmu_features, else hash, as makedumpfile picks.
+//
+// Only 64 KiB pages (the only ppc64el kernel Debian ships) are supported.
+type ppc64 struct{}
+
+// PPC64LE is the little-endian 64-bit PowerPC kernel.
+var PPC64LE Arch = ppc64{}
+
+func (ppc64) Name() string       { return "ppc64le" }
+func (ppc64) ELFMachine() uint16 { return 21 }  // EM_PPC64
+func (ppc64) PrstatusSize() int  { return 504 } // 48 registers at 112, pr_fpvalid
+
+// DefaultPageSize is 64 KiB: Debian's only ppc64el kernel and the other
+// distributions' (CONFIG_PPC_64K_PAGES).
+func (ppc64) DefaultPageSize() uint64 { return 65536 }
+func (ppc64) FallbackUtsname() bool {
+	return false // readers decode the dump by the header's machine
+}
+
+// The ppc64 kernel address-space layout (book3s64, radix and hash alike
+// with 64 KiB pages; makedumpfile prints the same kernel_start,
+// vmalloc_start and vmemmap_start for both).
+const (
+	PPC64PageOffset   uint64 = 0xc000000000000000
+	PPC64VmallocStart uint64 = 0xc008000000000000
+	PPC64VmemmapStart uint64 = 0xc00c000000000000
+	// ppc64RegionEnd is the end of the kernel region the tables map
+	// (52-bit effective addresses above the 0xc quadrant).
+	ppc64RegionEnd uint64 = 0xc010000000000000
+)
+
+// Page-table entry bits (arch/powerpc/include/asm/book3s/64/pgtable.h):
+// entries are __be64 on every book3s64 kernel.
+const (
+	ppc64Present  = 1 << 63 // _PAGE_PRESENT (radix: valid)
+	ppc64Leaf     = 1 << 62 // _PAGE_PTE: a leaf at any level
+	ppc64NextMask = 0x0fffffffffffff00
+	// ppc64RPNMask is makedumpfile's PTE_RPN_MASK for kernels from 4.11:
+	// 53 bits; a hash PTE may carry bit 55, which is not address.
+	ppc64RPNMask = 1<<53 - 1
+	// ppc64MaxVmemmap bounds the vmemmap_list walk (a hash 6.1 guest of
+	// 1.5 GiB has 24 entries; 2^20 of 64 KiB cover 2^40 pfns' struct
+	// pages).
+	ppc64MaxVmemmap = 1 << 20
+	// mmuFtrTypeRadix is MMU_FTR_TYPE_RADIX in cpu_spec.mmu_features.
+	mmuFtrTypeRadix = 0x40
+)
+
+// ppc64Needs are the keys every ppc64le dump needs: the walk's top table.
+// The vmemmap_list keys are read when present.
+var ppc64Needs = []string{"SYMBOL(swapper_pg_dir)"}
+
+func (p ppc64) Check(vi *VMCOREINFO) error {
+	if vi == nil {
+		return errors.New("a ppc64le vmcore needs its VMCOREINFO (the note, or -i): mem_map and the page-table walk come from it")
+	}
+	if err := vi.Require(ppc64Needs...); err != nil {
+		return fmt.Errorf("ppc64le vmcore: %w, which the ppc64 page-table walk needs", err)
+	}
+	if _, err := ppc64Geometry(vi.PageSize(), false); err != nil {
+		return fmt.Errorf("ppc64le vmcore: %w", err)
+	}
+	if sym, _ := vi.Symbol("swapper_pg_dir"); sym < PPC64PageOffset || sym >= PPC64VmallocStart {
+		return fmt.Errorf("ppc64le vmcore: SYMBOL(swapper_pg_dir)=%#x is not a linear-map address", sym)
+	}
+	return nil
+}
+
+// PhysBase: makedumpfile has no phys_base for ppc64 and writes 0.
+func (ppc64) PhysBase(*VMCOREINFO, []Load) (uint64, string, bool) { return 0, "", false }
+
+// ppc64Format is one book3s64 table geometry and the kernel's vmemmap.
+type ppc64Format struct {
+	radix     bool
+	pageShift uint
+	// bits are the index bits per level: PGD, PUD, PMD, PTE.
+	bits [4]uint
+	// vmemmap is the kernel's vmemmap_list (empty: walk the tables).
+	vmemmap []VmemmapBacking
+}
+
+// VmemmapBacking is one vmemmap_list entry: Size bytes of struct pages at
+// Virt are backed by physical memory at Phys.
+type VmemmapBacking struct{ Virt, Phys, Size uint64 }
+
+// ppc64Geometry is the table layout for the MMU and page size
+// (makedumpfile.h's RADIX_*_INDEX_SIZE_L4_64K and PTE/PMD/PUD/PGD
+// _INDEX_SIZE_L4_64K_3_10).
+func ppc64Geometry(pageSize int64, radix bool) (ppc64Format, error) {
+	if pageSize != 65536 {
+		return ppc64Format{}, fmt.Errorf("PAGESIZE=%d: only 64 KiB-page ppc64 kernels are supported", pageSize)
+	}
+	f := ppc64Format{radix: radix, pageShift: 16, bits: [4]uint{8, 10, 10, 8}}
+	if radix {
+		f.bits = [4]uint{13, 9, 9, 5}
+	}
+	return f, nil
+}
+
+// PPC64Radix says whether the kernel ran the radix MMU, as makedumpfile
+// decides: NUMBER(RADIX_MMU) (6.6+), else cur_cpu_spec->mmu_features &
+// MMU_FTR_TYPE_RADIX when VMCOREINFO exports both, else hash.
+func PPC64Radix(r PhysReader, vi *VMCOREINFO) (bool, error) {
+	if n, ok := vi.Number("RADIX_MMU"); ok {
+		return n != 0, nil
+	}
+	sym, ok := vi.Symbol("cur_cpu_spec")
+	off, ok2 := vi.Offset("cpu_spec.mmu_features")
+	if !ok || !ok2 {
+		return false, nil
+	}
+	spec, err := ppc64ReadLinear(r, sym, 8)
+	if err != nil {
+		return false, fmt.Errorf("reading cur_cpu_spec: %w", err)
+	}
+	b := make([]byte, 4)
+	if err := ppc64ReadLinearInto(r, spec+uint64(off), b); err != nil {
+		return false, fmt.Errorf("reading cur_cpu_spec->mmu_features: %w", err)
+	}
+	return binary.LittleEndian.Uint32(b)&mmuFtrTypeRadix != 0, nil
+}
+
+// ppc64ReadLinear reads an n-byte (at most 8) little-endian value at a
+// linear-map address.
+func ppc64ReadLinear(r PhysReader, va uint64, n int) (uint64, error) {
+	var b [8]byte
+	if err := ppc64ReadLinearInto(r, va, b[:n]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+func ppc64ReadLinearInto(r PhysReader, va uint64, p []byte) error {
+	if va < PPC64PageOffset || va >= PPC64VmallocStart {
+		return fmt.Errorf("%#x is not a linear-map address", va)
+	}
+	return r.ReadPhys(va-PPC64PageOffset, p)
+}
+
+// PPC64VmemmapList reads the kernel's vmemmap_list (nil when VMCOREINFO
+// does not export it, or the list is empty): the linked vmemmap_backing
+// structs, each backing 1 << mmu_psize_defs[mmu_vmemmap_psize].shift
+// bytes of the vmemmap.
+func PPC64VmemmapList(r PhysReader, vi *VMCOREINFO) ([]VmemmapBacking, error) {
+	head, ok := vi.Symbol("vmemmap_list")
+	if !ok {
+		return nil, nil
+	}
+	err := vi.Require("SYMBOL(mmu_vmemmap_psize)", "SYMBOL(mmu_psize_defs)", "SIZE(mmu_psize_def)",
+		"OFFSET(mmu_psize_def.shift)", "OFFSET(vmemmap_backing.list)", "OFFSET(vmemmap_backing.phys)",
+		"OFFSET(vmemmap_backing.virt_addr)")
+	if err != nil {
+		return nil, fmt.Errorf("vmemmap_list: %w", err)
+	}
+	psizeSym, _ := vi.Symbol("mmu_vmemmap_psize")
+	defs, _ := vi.Symbol("mmu_psize_defs")
+	defSize, _ := vi.Size("mmu_psize_def")
+	shiftOff, _ := vi.Offset("mmu_psize_def.shift")
+	listOff, _ := vi.Offset("vmemmap_backing.list")
+	physOff, _ := vi.Offset("vmemmap_backing.phys")
+	virtOff, _ := vi.Offset("vmemmap_backing.virt_addr")
+	psize, err := ppc64ReadLinear(r, psizeSym, 4)
+	if err != nil {
+		return nil, fmt.Errorf("vmemmap_list: reading mmu_vmemmap_psize: %w", err)
+	}
+	if psize >= 16 || defSize <= 0 || defSize > 1024 || shiftOff < 0 || shiftOff+4 > defSize {
+		return nil, fmt.Errorf("vmemmap_list: mmu_vmemmap_psize %d, SIZE(mmu_psize_def) %d, OFFSET(.shift) %d are not plausible", psize, defSize, shiftOff)
+	}
+	shift, err := ppc64ReadLinear(r, defs+psize*uint64(defSize)+uint64(shiftOff), 4)
+	if err != nil {
+		return nil, fmt.Errorf("vmemmap_list: reading mmu_psize_defs[%d].shift: %w", psize, err)
+	}
+	if shift < 12 || shift > 34 {
+		return nil, fmt.Errorf("vmemmap_list: vmemmap page shift %d is not plausible", shift)
+	}
+	var list []VmemmapBacking
+	next, err := ppc64ReadLinear(r, head, 8)
+	if err != nil {
+		return nil, fmt.Errorf("vmemmap_list: reading the head: %w", err)
+	}
+	seen := map[uint64]bool{}
+	for next != 0 {
+		if seen[next] {
+			return nil, fmt.Errorf("vmemmap_list: entry %d at %#x is a loop back to an earlier entry", len(list), next)
+		}
+		seen[next] = true
+		if len(list) == ppc64MaxVmemmap {
+			return nil, fmt.Errorf("vmemmap_list: more than %d entries", ppc64MaxVmemmap)
+		}
+		var e [3]uint64
+		for i, off := range []int64{physOff, virtOff, listOff} {
+			if e[i], err = ppc64ReadLinear(r, next+uint64(off), 8); err != nil {
+				return nil, fmt.Errorf("vmemmap_list: entry %d at %#x: %w", len(list), next, err)
+			}
+		}
+		size := uint64(1) << shift
+		if e[1] < PPC64VmemmapStart || e[1] >= ppc64RegionEnd || e[1]&(size-1) != 0 || e[0]&(size-1) != 0 {
+			return nil, fmt.Errorf("vmemmap_list: entry %d maps %#x to physical %#x, not an aligned vmemmap block of %#x bytes", len(list), e[1], e[0], size)
+		}
+		list = append(list, VmemmapBacking{Virt: e[1], Phys: e[0], Size: size})
+		next = e[2]
+	}
+	return list, nil
+}
+
+// NewTranslator reads the MMU type and the vmemmap_list and walks from
+// swapper_pg_dir, whose physical address is its linear-map address less
+// PAGE_OFFSET.
+func (p ppc64) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) {
+	if r == nil {
+		return nil, errors.New("nil PhysReader")
+	}
+	if err := p.Check(vi); err != nil {
+		return nil, fmt.Errorf("ppc64 page tables: %w", err)
+	}
+	sym, _ := vi.Symbol("swapper_pg_dir")
+	radix, err := PPC64Radix(r, vi)
+	if err != nil {
+		return nil, fmt.Errorf("ppc64 page tables: %w", err)
+	}
+	list, err := PPC64VmemmapList(r, vi)
+	if err != nil {
+		return nil, fmt.Errorf("ppc64 mem_map: %w", err)
+	}
+	return NewPPC64TranslatorAt(r, sym-PPC64PageOffset, radix, list)
+}
+
+// NewPPC64TranslatorAt builds a ppc64 (64 KiB pages) Translator for an
+// explicit top-level table, MMU and vmemmap_list.
+func NewPPC64TranslatorAt(r PhysReader, top uint64, radix bool, vmemmap []VmemmapBacking) (*Translator, error) {
+	if r == nil {
+		return nil, errors.New("nil PhysReader")
+	}
+	f, _ := ppc64Geometry(65536, radix)
+	f.vmemmap = vmemmap
+	if top&0xff != 0 || top >= 1<<53 {
+		return nil, fmt.Errorf("top-level table address %#x is not a 256-byte aligned physical address", top)
+	}
+	return &Translator{r: r, format: f, top: top, levels: 4, bigEndian: true}, nil
+}
+
+func (f ppc64Format) tableEntries() int { return 1 << f.bits[0] }
+
+func (f ppc64Format) kernelStart() uint64 { return PPC64PageOffset }
+
+// shift is the lowest address bit a level's (0 PGD .. 3 PTE) index uses.
+func (f ppc64Format) shift(level int) uint {
+	s := f.pageShift
+	for l := 3; l > level; l-- {
+		s += f.bits[l]
+	}
+	return s
+}
+
+var ppc64LevelNames = [4]string{"PGD", "PUD", "PMD", "PTE"}
+
+// lookup translates as makedumpfile's vaddr_to_paddr_ppc64 does: linear
+// addresses by subtraction, the vmemmap through vmemmap_list, the rest
+// (and the vmemmap when the list is empty) by the table walk.
+func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
+	switch {
+	case vaddr < PPC64PageOffset || vaddr >= ppc64RegionEnd:
+		return Mapping{}, &TranslationError{Vaddr: vaddr, Err: ErrNonCanonical}
+	case vaddr < PPC64VmallocStart:
+		// The linear map: report 64 KiB pages (its real mapping size is the
+		// MMU's business, and under hash it is not in these tables).
+		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: 1 << f.pageShift}, nil
+	case vaddr >= PPC64VmemmapStart && len(f.vmemmap) > 0:
+		for _, b := range f.vmemmap {
+			if vaddr >= b.Virt && vaddr-b.Virt < b.Size {
+				return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, nil
+			}
+		}
+		return Mapping{}, &TranslationError{Vaddr: vaddr, Level: "vmemmap_list", Span: 1 << f.pageShift, Err: ErrNotPresent}
+	}
+	return f.walk(t, vaddr)
+}
+
+// walk goes down the four levels: an entry of 0 or without the present
+// bit is unmapped, one with _PAGE_PTE is a leaf (a huge page above the
+// last level), otherwise it points to the next table.
+func (f ppc64Format) walk(t *Translator, vaddr uint64) (Mapping, error) {
+	table := t.top
+	for level := 0; level < 4; level++ {
+		shift := f.shift(level)
+		span := uint64(1) << shift
+		idx := vaddr >> shift & (1<<f.bits[level] - 1)
+		name := ppc64LevelNames[level]
+		e, err := t.entryN(table, idx, 1<<f.bits[level])
+		if err != nil {
+			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Span: span,
+				Err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
+		}
+		if e&ppc64Present == 0 {
+			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: e, Span: span, Err: ErrNotPresent}
+		}
+		if e&ppc64Leaf != 0 || level == 3 {
+			if e&ppc64Leaf == 0 {
+				return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: e, Span: span,
+					Err: errors.New("last-level entry without _PAGE_PTE")}
+			}
+			return Mapping{Paddr: e&ppc64RPNMask&^(span-1) | vaddr&(span-1), PageSize: span}, nil
+		}
+		table = e & ppc64NextMask
+	}
+	return Mapping{}, &TranslationError{Vaddr: vaddr, Err: errors.New("page-table walk did not end")}
+}
