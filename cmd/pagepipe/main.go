@@ -180,7 +180,10 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// The CPUs and workers the dump ran with: without --cpus and
 	// --num-threads they are the CPUs the kernel brought up (nr_cpus= in a
 	// capture kernel), which a test on a real capture kernel reads here.
-	c.debug("%s; workers %d\n", cpuset.Report(), o.threads)
+	// Report reads every thread's /proc status: only when it is printed.
+	if c.level&mlDebug != 0 {
+		c.debug("%s; workers %d\n", cpuset.Report(), o.threads)
+	}
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
 	} else {
