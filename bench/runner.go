@@ -25,7 +25,7 @@ type Runner struct {
 	// DumpDir holds each run's dump, in a directory removed after the run.
 	DumpDir string
 	Rounds  int // --runs
-	// BytesIn is the crashed machine's memory (pages with data × 4 KiB).
+	// BytesIn is the crashed machine's memory (pages with data × page size).
 	BytesIn int64
 	// Progress gets a line per run; on a terminal (TTY) it is redrawn.
 	Progress io.Writer

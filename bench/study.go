@@ -13,7 +13,7 @@ type Study struct {
 	Command string `json:"command"`
 	Date    string `json:"date"`
 	Vmcore  string `json:"vmcore"`
-	// BytesIn is the crashed machine's memory (pages with data × 4 KiB):
+	// BytesIn is the crashed machine's memory (pages with data × page size):
 	// every throughput is this over wall seconds.
 	BytesIn      int64     `json:"bytes_in"`
 	UsableCPUs   string    `json:"usable_cpus"`

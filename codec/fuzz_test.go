@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"pagepipe/codec"
-	"pagepipe/source"
 )
 
 // cDecompress decodes a page with the C library readers use, or is nil
@@ -17,7 +16,7 @@ var cDecompress func(name string, dst, src []byte) (int, error)
 // page (so that matches are found at every distance it implies), after a
 // prefix of the input's own length in zero bytes.
 func fuzzPage(data []byte) []byte {
-	page := make([]byte, source.PageSize)
+	page := make([]byte, pageSize)
 	if len(data) == 0 {
 		return page
 	}
@@ -41,8 +40,8 @@ func FuzzCodecsRoundTrip(f *testing.F) {
 	for _, c := range codec.All() {
 		all = append(all, pair{c.NewCompressor(), c.NewDecompressor()})
 	}
-	buf := make([]byte, 0, codec.MaxCompressedLen(source.PageSize))
-	got := make([]byte, 2*source.PageSize)
+	buf := make([]byte, 0, codec.MaxCompressedLen(pageSize))
+	got := make([]byte, 2*pageSize)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		page := fuzzPage(data)
 		for i, c := range codec.All() {
@@ -54,15 +53,15 @@ func FuzzCodecsRoundTrip(f *testing.F) {
 				continue // stored raw
 			}
 			clear(got)
-			if err := all[i].d.Decompress(got[:source.PageSize], out); err != nil || !bytes.Equal(got[:source.PageSize], page) {
-				t.Fatalf("%s: %d-byte stream: Go decoder: %v, equal %v", c.Name, len(out), err, bytes.Equal(got[:source.PageSize], page))
+			if err := all[i].d.Decompress(got[:pageSize], out); err != nil || !bytes.Equal(got[:pageSize], page) {
+				t.Fatalf("%s: %d-byte stream: Go decoder: %v, equal %v", c.Name, len(out), err, bytes.Equal(got[:pageSize], page))
 			}
 			if cDecompress == nil || !c.Standard {
 				continue
 			}
 			clear(got)
 			n, err := cDecompress(c.Name, got, out)
-			if err != nil || n != source.PageSize || !bytes.Equal(got[:n], page) {
+			if err != nil || n != pageSize || !bytes.Equal(got[:n], page) {
 				t.Fatalf("%s: %d-byte stream: C decoder: %d bytes, %v", c.Name, len(out), n, err)
 			}
 		}

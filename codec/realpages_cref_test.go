@@ -8,7 +8,6 @@ import (
 
 	"pagepipe/codec"
 	"pagepipe/codec/internal/cref"
-	"pagepipe/source"
 )
 
 func init() {
@@ -38,7 +37,7 @@ func TestRealPagesDecodeWithC(t *testing.T) {
 	defer dec.Close()
 	// First with room past the page: a stream that expands to more than
 	// a page must show as a wrong length, not as a full buffer.
-	got := make([]byte, 2*source.PageSize)
+	got := make([]byte, 2*pageSize)
 	check := func(t *testing.T, who, name string, i int, stream []byte) {
 		t.Helper()
 		clear(got)
@@ -46,15 +45,15 @@ func TestRealPagesDecodeWithC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s, page %d of the sample (%d-byte stream): %v", who, name, i, len(stream), err)
 		}
-		if n != source.PageSize {
-			t.Fatalf("%s %s, page %d: decompressed to %d bytes, want %d", who, name, i, n, source.PageSize)
+		if n != pageSize {
+			t.Fatalf("%s %s, page %d: decompressed to %d bytes, want %d", who, name, i, n, pageSize)
 		}
 		if !bytes.Equal(got[:n], pages[i]) {
 			t.Fatalf("%s %s, page %d: decompressed page differs", who, name, i)
 		}
 		// And into exactly a page, as crash does.
 		clear(got)
-		if n, err := dec.Decompress(name, got[:source.PageSize], stream); err != nil || n != source.PageSize || !bytes.Equal(got[:n], pages[i]) {
+		if n, err := dec.Decompress(name, got[:pageSize], stream); err != nil || n != pageSize || !bytes.Equal(got[:n], pages[i]) {
 			t.Fatalf("%s %s, page %d: into a page-sized buffer: %d bytes, %v", who, name, i, n, err)
 		}
 	}

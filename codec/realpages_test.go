@@ -28,7 +28,7 @@ const realSampleSize = 4096
 // are not all zero (zero pages share one raw descriptor and are never
 // compressed), taken evenly over pfn order.
 type realSample struct {
-	pages    [][]byte // source.PageSize bytes each, in pfn order
+	pages    [][]byte // pageSize bytes each, in pfn order
 	dumpable uint64   // pages dump level 31 keeps, zero pages included
 	nonZero  uint64   // of those, the ones not all zero: what is compressed
 }
@@ -93,13 +93,13 @@ func sampleVmcore(path string, n int) (*realSample, error) {
 		return nil, fmt.Errorf("only %d non-zero dumpable pages, want %d", len(pfns), n)
 	}
 	s := &realSample{dumpable: plan.NumDumpable, nonZero: uint64(len(pfns))}
-	buf := make([]byte, n*source.PageSize)
+	buf := make([]byte, n*pageSize)
 	for i := range n {
 		page, err := r.Page(pfns[i*len(pfns)/n])
 		if err != nil {
 			return nil, err
 		}
-		p := buf[i*source.PageSize : (i+1)*source.PageSize : (i+1)*source.PageSize]
+		p := buf[i*pageSize : (i+1)*pageSize : (i+1)*pageSize]
 		copy(p, page)
 		s.pages = append(s.pages, p)
 	}
@@ -118,13 +118,13 @@ type pageCompressor interface {
 var newCCompressor func(tb testing.TB, name string) (pageCompressor, func())
 
 // outBufLen is room for any codec's output, Go's or C's, for one page.
-const outBufLen = 4 * source.PageSize
+const outBufLen = 4 * pageSize
 
 // storedSize is what the dump stores for a page that compressed to out:
 // the stream when it is shorter than a page, else the raw page.
 func storedSize(out []byte) int {
-	if out == nil || len(out) >= source.PageSize {
-		return source.PageSize
+	if out == nil || len(out) >= pageSize {
+		return pageSize
 	}
 	return len(out)
 }
@@ -154,7 +154,7 @@ func BenchmarkIncompressiblePages(b *testing.B) {
 	var c lzo.Compressor
 	var raw [][]byte
 	for _, p := range sample.pages {
-		if len(c.Compress(nil, p)) >= source.PageSize {
+		if len(c.Compress(nil, p)) >= pageSize {
 			raw = append(raw, p)
 		}
 	}
@@ -223,7 +223,7 @@ func benchPages(b *testing.B, c pageCompressor, pages [][]byte) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var cpu0 time.Duration
-	b.SetBytes(int64(len(pages) * source.PageSize))
+	b.SetBytes(int64(len(pages) * pageSize))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if i == 0 {
@@ -232,9 +232,9 @@ func benchPages(b *testing.B, c pageCompressor, pages [][]byte) {
 		pass()
 	}
 	cpu := threadCPU(b) - cpu0
-	b.ReportMetric(float64(stored)/float64(len(pages)*source.PageSize), "ratio")
+	b.ReportMetric(float64(stored)/float64(len(pages)*pageSize), "ratio")
 	if cpu > 0 {
-		b.ReportMetric(float64(b.N*len(pages)*source.PageSize)/1e6/cpu.Seconds(), "cpu-MB/s")
+		b.ReportMetric(float64(b.N*len(pages)*pageSize)/1e6/cpu.Seconds(), "cpu-MB/s")
 	}
 }
 

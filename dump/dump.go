@@ -171,9 +171,10 @@ const (
 // Events is how a dump talks to its user. The engine calls them from one
 // goroutine at a time; a nil Events is silent.
 type Events interface {
-	// Begin starts a step of total pages; update, called as the step
-	// goes (from the copy pass's writer), says how many are done.
-	Begin(label string, total uint64) (update func(done uint64))
+	// Begin starts a step of total pages of pageSize bytes; update,
+	// called as the step goes (from the copy pass's writer), says how
+	// many are done.
+	Begin(label string, total, pageSize uint64) (update func(done uint64))
 	// End ends a step, begun or not (the filter pass's two steps are
 	// done at once); took is its wall time when it is timed (makedumpfile
 	// prints a STEP line for it), else 0.
@@ -193,9 +194,9 @@ func debugging(ev Events) bool {
 // silent is the Events of a nil argument.
 type silent struct{}
 
-func (silent) Begin(string, uint64) func(uint64) { return func(uint64) {} }
-func (silent) End(string, time.Duration)         {}
-func (silent) Notef(Class, string, ...any)       {}
+func (silent) Begin(string, uint64, uint64) func(uint64) { return func(uint64) {} }
+func (silent) End(string, time.Duration)                 {}
+func (silent) Notef(Class, string, ...any)               {}
 
 // Result is what a dump did: the report's counts, the bytes written,
 // where the time went.

@@ -41,7 +41,7 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 		const label = "Excluding zero pages"
 		start := time.Now()
 		z := &zeroMarker{keep: keep}
-		cfg := j.pipelineConfig(scan.Cursor(), scanned, z, j.ev.Begin(label, scanned))
+		cfg := j.pipelineConfig(scan.Cursor(), scanned, z, j.ev.Begin(label, scanned, j.in.mem.PageSize()))
 		cfg.ExcludeZero = true
 		if _, err := pipeline.Run(ctx, cfg); err != nil {
 			if ctx.Err() != nil {

@@ -13,7 +13,7 @@ type notes struct {
 	steps []string // "label" as each step ends, "label timed" with a STEP time
 }
 
-func (n *notes) Begin(string, uint64) func(uint64) { return func(uint64) {} }
+func (n *notes) Begin(string, uint64, uint64) func(uint64) { return func(uint64) {} }
 func (n *notes) End(label string, took time.Duration) {
 	if took > 0 {
 		label += " timed"

@@ -149,7 +149,7 @@ func incomplete(err error, name string, limit int64) *IncompleteError {
 func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfns, total uint64, raw bool) error {
 	const label = "Copying data"
 	start := time.Now()
-	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total))
+	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total, j.in.mem.PageSize()))
 	if !raw {
 		cfg.ExcludeZero, cfg.ZeroUnreadable, cfg.Codec = j.in.meta.ZeroPage, j.o.ZeroUnreadable, j.in.codec
 	}

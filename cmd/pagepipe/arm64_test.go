@@ -255,6 +255,23 @@ func checkARM64Shapes(t *testing.T, dir, name, vmcore, d31 string, s synth.Spec)
 			t.Fatalf("-E -d 31: pfn %#x missing", pfn)
 		}
 	}
+	// libkdumpfile and drgn read the ELF dump in the kernel's pages: every
+	// page it holds as ours does, and what else they read is zeros (a
+	// PT_LOAD's p_memsz past its p_filesz).
+	ram := []judge.Range{{Lo: 0x40000000 / ps, Hi: v.MaxMapnr}}
+	for reader, read := range map[string]func(testing.TB, string, uint64, []judge.Range) judge.Pages{"libkdumpfile": judge.LibkdumpfileAt, "drgn": judge.DrgnAt} {
+		theirs := read(t, elfOut, ps, ram)
+		for pfn, h := range got {
+			if theirs[pfn] != h {
+				t.Fatalf("%s -E -d 31: pfn %#x differs from the dump's", reader, pfn)
+			}
+		}
+		for pfn, h := range theirs {
+			if _, ok := got[pfn]; !ok && h != zero {
+				t.Fatalf("%s -E -d 31: reads pfn %#x, which the dump does not hold, as non-zero", reader, pfn)
+			}
+		}
+	}
 
 	// verify reads every page back against the vmcore; inspect reports the
 	// page size as the block size.
@@ -308,6 +325,23 @@ func TestARM64ByteIdenticalToMakedumpfile(t *testing.T) {
 				}
 				if a, b := readFile(t, ours), readFile(t, theirs); !bytes.Equal(a, b) {
 					t.Errorf("-d %s differs from the arm64 makedumpfile's: %s", level, judge.FirstDiff(a, b))
+				}
+				os.Remove(ours)
+				os.Remove(theirs)
+			}
+			if !m.shapes {
+				return
+			}
+			// -E, whose PT_LOADs are cut per page and written through
+			// caches of page size << 4 bytes.
+			for _, level := range []string{"1", "31"} {
+				ours, theirs := filepath.Join(dir, m.name+".ppE"+level), filepath.Join(dir, m.name+".mdfE"+level)
+				mustPagepipe(t, "-E", "-d", level, vmcore, ours)
+				if out, err := exec.Command(mdf, "-f", "-E", "-d", level, vmcore, theirs).CombinedOutput(); err != nil {
+					t.Fatalf("arm64 makedumpfile -E -d %s: %v\n%s", level, err, out)
+				}
+				if a, b := readFile(t, ours), readFile(t, theirs); !bytes.Equal(a, b) {
+					t.Errorf("-E -d %s differs from the arm64 makedumpfile's: %s", level, judge.FirstDiff(a, b))
 				}
 				os.Remove(ours)
 				os.Remove(theirs)

@@ -64,12 +64,13 @@ type progress struct {
 	last    time.Time
 	spin    int
 	lastPct int
-	noRate  bool // a step without a page count: no throughput
+	noRate  bool   // a step without a page count: no throughput
+	page    uint64 // bytes per page, for the throughput
 }
 
-func (c *console) newProgress(label string, total uint64) *progress {
+func (c *console) newProgress(label string, total, pageSize uint64) *progress {
 	now := time.Now()
-	return &progress{c: c, label: label, total: total, start: now, lastPct: -1}
+	return &progress{c: c, label: label, total: total, start: now, lastPct: -1, page: pageSize}
 }
 
 // update redraws the line at most once a second, and always at 100 %.
@@ -96,7 +97,7 @@ func (p *progress) update(done uint64) {
 	}
 	rate := ""
 	if s := elapsed.Seconds(); s > 0 && !p.noRate {
-		rate = fmt.Sprintf("  %.0f MiB/s", float64(done)*4096/s/(1<<20))
+		rate = fmt.Sprintf("  %.0f MiB/s", float64(done*p.page)/s/(1<<20))
 	}
 	spinner := `/|\-`[p.spin%4]
 	p.spin++
@@ -180,8 +181,8 @@ func debugHeader(c *console, args []string) {
 // timings and messages, each on the stream makedumpfile uses.
 
 // Begin starts a step's progress line.
-func (c *console) Begin(label string, total uint64) func(done uint64) {
-	c.cur = c.newProgress(label, total)
+func (c *console) Begin(label string, total, pageSize uint64) func(done uint64) {
+	c.cur = c.newProgress(label, total, pageSize)
 	return c.cur.update
 }
 
@@ -191,7 +192,7 @@ func (c *console) Begin(label string, total uint64) func(done uint64) {
 func (c *console) End(label string, took time.Duration) {
 	p := c.cur
 	if p == nil || p.label != label {
-		p = c.newProgress(label, 1)
+		p = c.newProgress(label, 1, 0)
 		p.noRate = true
 	}
 	c.cur = nil
