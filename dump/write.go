@@ -212,7 +212,6 @@ type targets struct {
 	files  []*os.File // nil entries with --dry-run
 	flat   *sink.Flat
 	stream bool
-	limit  int64
 }
 
 // createTargets opens where the dump goes: the files, or a flattened

@@ -74,8 +74,8 @@ func TestRealPriority(t *testing.T) {
 				for _, share := range []int64{30, 60} {
 					t.Run(fmt.Sprintf("%s %d%%", how, share), func(t *testing.T) {
 						target := size * share / 100
-						pout, perr, pb := cutDump(t, how, fx.Vmcore, target, true)
-						fout, ferr, fb := cutDump(t, how, fx.Vmcore, target, false)
+						pout, pb, perr := cutDump(t, how, fx.Vmcore, target, true)
+						fout, fb, ferr := cutDump(t, how, fx.Vmcore, target, false)
 						checkIncomplete(t, fx.Vmcore, pout, perr, pb, full)
 						checkIncomplete(t, fx.Vmcore, fout, ferr, fb, full)
 						zero := []string{"--zero_excluded"}
@@ -103,7 +103,7 @@ func TestRealPriority(t *testing.T) {
 					lo, hi := int64(0), size*30/100
 					for hi-lo > size*30/100/64 {
 						mid := (lo + hi) / 2
-						out, err, b := cutDump(t, "size limit", fx.Vmcore, mid, true)
+						out, b, err := cutDump(t, "size limit", fx.Vmcore, mid, true)
 						ok := false
 						if ee, isExit := err.(*exec.ExitError); isExit && ee.ExitCode() == 1 {
 							got, _ := judge.CrashRun([]string{"--zero_excluded"}, vmlinux, out, marked([]string{"sys", "log"})...)
@@ -186,8 +186,8 @@ func logComplete(t *testing.T, fx fixture.Paths, log string) bool {
 // cutDump makes a -l -d 31 dump of vmcore cut at about target bytes, by
 // how ("size limit": -L, "full disk": a tmpfs of that size, "sigterm":
 // SIGTERM once the file reaches it), prioritised or in pfn order; it
-// returns the file and how pagepipe exited.
-func cutDump(t *testing.T, how, vmcore string, target int64, prio bool) (string, error, []byte) {
+// returns the file, pagepipe's output and how it exited.
+func cutDump(t *testing.T, how, vmcore string, target int64, prio bool) (string, []byte, error) {
 	t.Helper()
 	order := "--priority=off"
 	if prio {
@@ -215,7 +215,7 @@ func cutDump(t *testing.T, how, vmcore string, target int64, prio bool) (string,
 	default:
 		t.Fatalf("cut by %q", how)
 	}
-	return out, err, b
+	return out, b, err
 }
 
 var (
@@ -258,8 +258,8 @@ func TestRealPriorityCapture(t *testing.T) {
 	vmlinux := fixture.DebugVmlinux(t)
 	ref := dump(t, "pagepipe", c.Vmcore(), "-l", "-d", "31")
 	size := fileSize(t, ref)
-	prio, perr, pb := cutDump(t, "size limit", c.Vmcore(), size*30/100, true)
-	pfn, ferr, fb := cutDump(t, "size limit", c.Vmcore(), size*30/100, false)
+	prio, pb, perr := cutDump(t, "size limit", c.Vmcore(), size*30/100, true)
+	pfn, fb, ferr := cutDump(t, "size limit", c.Vmcore(), size*30/100, false)
 	exitedIncomplete(t, perr, pb)
 	exitedIncomplete(t, ferr, fb)
 	cmds := marked([]string{"sys", "bt"})

@@ -2,7 +2,6 @@ package filter_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -85,7 +84,7 @@ func TestScanARM64MatchesTruth(t *testing.T) {
 					t.Fatalf("-d %d: counts %+v, want %+v", level, got, want)
 				}
 				if level == 31 && got.Total() == 0 {
-					t.Fatal(fmt.Sprint("-d 31 excluded nothing"))
+					t.Fatal("-d 31 excluded nothing")
 				}
 			}
 		})

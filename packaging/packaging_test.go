@@ -106,16 +106,15 @@ func makeTarget(t *testing.T, target, outVar string) []string {
 	return m.paths
 }
 
-// goCommand finds go for the build scripts: go test may have been started
-// by an absolute path, with no go on PATH.
+// goCommand finds go for the build scripts. go test puts its own bin
+// directory first on the test binary's PATH, so go is found even when go
+// test was started by an absolute path with no go on PATH.
 func goCommand() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
+	p, err := exec.LookPath("go")
+	if err != nil {
+		return ""
 	}
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return ""
+	return p
 }
 
 // debs builds the Debian packages with `make deb` and returns them by
@@ -595,11 +594,6 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 func lastLines(s string, n int) string {
