@@ -33,6 +33,7 @@ test: deps lint
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags lzo2 ./...
 
 # Generate a machine's memory, dump it with zlib at dump level 1, check
 # every page of the dump against the source, print the statistics.
