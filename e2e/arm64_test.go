@@ -28,32 +28,42 @@ func armVmcore(t *testing.T) string {
 	return fixture.Real(t, fixture.Options{Arch: "arm64"}).Vmcore
 }
 
-var armBin struct {
-	once sync.Once
-	path string
-	err  error
+// foreignBuild is pagepipe built for another GOARCH (CGO_ENABLED=0), made
+// once per test run and run through a wrapper script under qemu-user.
+type foreignBuild struct {
+	goarch, qemu string
+	once         sync.Once
+	path         string
+	err          error
 }
 
-// armPagepipe is the arm64 build of pagepipe (GOARCH=arm64 CGO_ENABLED=0),
-// run through a wrapper script under qemu-aarch64-static.
-func armPagepipe(t *testing.T) string {
+var (
+	armBuild = &foreignBuild{goarch: "arm64", qemu: "qemu-aarch64-static"}
+	ppcBuild = &foreignBuild{goarch: "ppc64le", qemu: "qemu-ppc64le-static"}
+)
+
+// pagepipe returns the wrapper script's path, building on first use.
+func (f *foreignBuild) pagepipe(t *testing.T) string {
 	t.Helper()
-	armBin.once.Do(func() {
-		b := filepath.Join(workDir, "pagepipe-arm64")
+	f.once.Do(func() {
+		b := filepath.Join(workDir, "pagepipe-"+f.goarch)
 		build := exec.Command("go", "build", "-o", b, "pagepipe/cmd/pagepipe")
-		build.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
+		build.Env = append(os.Environ(), "GOARCH="+f.goarch, "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			armBin.err = fmt.Errorf("GOARCH=arm64 go build: %v\n%s", err, out)
+			f.err = fmt.Errorf("GOARCH=%s go build: %v\n%s", f.goarch, err, out)
 			return
 		}
-		armBin.path = b + ".sh"
-		armBin.err = os.WriteFile(armBin.path, []byte("#!/bin/sh\nexec qemu-aarch64-static "+b+" \"$@\"\n"), 0o755)
+		f.path = b + ".sh"
+		f.err = os.WriteFile(f.path, []byte("#!/bin/sh\nexec "+f.qemu+" "+b+" \"$@\"\n"), 0o755)
 	})
-	if armBin.err != nil {
-		t.Fatal(armBin.err)
+	if f.err != nil {
+		t.Fatal(f.err)
 	}
-	return armBin.path
+	return f.path
 }
+
+// armPagepipe is the arm64 build of pagepipe, under qemu-aarch64-static.
+func armPagepipe(t *testing.T) string { return armBuild.pagepipe(t) }
 
 // armProgs are the two pagepipe builds the arm64 checks run.
 func armProgs(t *testing.T) map[string]string {

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"pagepipe/internal/fixture"
@@ -27,32 +25,8 @@ import (
 
 var ppcMMUs = []fixture.PPC64MMU{fixture.Radix, fixture.Hash}
 
-var ppcBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// ppcPagepipe is the ppc64le build of pagepipe (GOARCH=ppc64le
-// CGO_ENABLED=0), run through a wrapper script under qemu-ppc64le-static.
-func ppcPagepipe(t *testing.T) string {
-	t.Helper()
-	ppcBin.once.Do(func() {
-		b := filepath.Join(workDir, "pagepipe-ppc64le")
-		build := exec.Command("go", "build", "-o", b, "pagepipe/cmd/pagepipe")
-		build.Env = append(os.Environ(), "GOARCH=ppc64le", "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			ppcBin.err = fmt.Errorf("GOARCH=ppc64le go build: %v\n%s", err, out)
-			return
-		}
-		ppcBin.path = b + ".sh"
-		ppcBin.err = os.WriteFile(ppcBin.path, []byte("#!/bin/sh\nexec qemu-ppc64le-static "+b+" \"$@\"\n"), 0o755)
-	})
-	if ppcBin.err != nil {
-		t.Fatal(ppcBin.err)
-	}
-	return ppcBin.path
-}
+// ppcPagepipe is the ppc64le build of pagepipe, under qemu-ppc64le-static.
+func ppcPagepipe(t *testing.T) string { return ppcBuild.pagepipe(t) }
 
 // ppcProgs are the two pagepipe builds the ppc64le checks run.
 func ppcProgs(t *testing.T) map[string]string {
