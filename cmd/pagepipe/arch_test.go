@@ -59,36 +59,8 @@ func TestOtherArchitecturesRefused(t *testing.T) {
 			{"flat-dump", []string{"-F", "-d", "1", dump}},
 		} {
 			t.Run(a.String()+"/"+tc.name, func(t *testing.T) {
-				out := t.TempDir()
-				args := make([]string, len(tc.args))
-				for i, s := range tc.args {
-					if strings.HasPrefix(s, "OUT") {
-						s = filepath.Join(out, s)
-					}
-					args[i] = s
-				}
-				rc, stdout, stderr := pagepipe(t, args...)
-				if rc != 1 {
-					t.Fatalf("exit %d, want 1\n%s%s", rc, stdout, stderr)
-				}
-				var errs []string
-				for _, l := range strings.Split(stderr, "\n") {
-					if strings.HasPrefix(l, "pagepipe: ") {
-						errs = append(errs, l)
-					}
-				}
-				want := want[!strings.HasSuffix(tc.name, "dump") && tc.name != "refilter"]
-				if len(errs) != 1 || !strings.Contains(errs[0], want) {
-					t.Fatalf("error lines %q, want one saying %q", errs, want)
-				}
-				if tc.name == "flat" || tc.name == "flat-dump" {
-					if stdout != "" {
-						t.Fatalf("-F wrote %d bytes of stream", len(stdout))
-					}
-				}
-				if left, _ := os.ReadDir(out); len(left) != 0 {
-					t.Fatalf("left %v in the output directory", left)
-				}
+				refusedInOneLine(t, tc.args, want[!strings.HasSuffix(tc.name, "dump") && tc.name != "refilter"],
+					tc.name == "flat" || tc.name == "flat-dump")
 			})
 		}
 	}
@@ -174,33 +146,42 @@ func TestOtherPageSizesRefused(t *testing.T) {
 		{"arm-i/d1", []string{"-i", viFile, "-d", "1", noNote, "OUT"}, "VMCOREINFO says 16384-byte pages, the input's are 4096 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := t.TempDir()
-			args := make([]string, len(tc.args))
-			for i, s := range tc.args {
-				if strings.HasPrefix(s, "OUT") {
-					s = filepath.Join(out, s)
-				}
-				args[i] = s
-			}
-			rc, stdout, stderr := pagepipe(t, args...)
-			if rc != 1 {
-				t.Fatalf("exit %d, want 1\n%s%s", rc, stdout, stderr)
-			}
-			var errs []string
-			for _, l := range strings.Split(stderr, "\n") {
-				if strings.HasPrefix(l, "pagepipe: ") {
-					errs = append(errs, l)
-				}
-			}
-			if len(errs) != 1 || !strings.Contains(errs[0], tc.want) {
-				t.Fatalf("error lines %q, want one saying %q", errs, tc.want)
-			}
-			if strings.Contains(tc.name, "flat") && stdout != "" {
-				t.Fatalf("-F wrote %d bytes of stream", len(stdout))
-			}
-			if left, _ := os.ReadDir(out); len(left) != 0 {
-				t.Fatalf("left %v in the output directory", left)
-			}
+			refusedInOneLine(t, tc.args, tc.want, strings.Contains(tc.name, "flat"))
 		})
+	}
+}
+
+// refusedInOneLine runs pagepipe with args (an argument starting "OUT"
+// names a file in a fresh output directory) and wants exit 1, exactly one
+// "pagepipe: " line, saying want, nothing left in the output directory
+// and, for -F (flat), no stream on stdout.
+func refusedInOneLine(t *testing.T, template []string, want string, flat bool) {
+	t.Helper()
+	out := t.TempDir()
+	args := make([]string, len(template))
+	for i, s := range template {
+		if strings.HasPrefix(s, "OUT") {
+			s = filepath.Join(out, s)
+		}
+		args[i] = s
+	}
+	rc, stdout, stderr := pagepipe(t, args...)
+	if rc != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", rc, stdout, stderr)
+	}
+	var errs []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "pagepipe: ") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], want) {
+		t.Fatalf("error lines %q, want one saying %q", errs, want)
+	}
+	if flat && stdout != "" {
+		t.Fatalf("-F wrote %d bytes of stream", len(stdout))
+	}
+	if left, _ := os.ReadDir(out); len(left) != 0 {
+		t.Fatalf("left %v in the output directory", left)
 	}
 }
