@@ -104,24 +104,34 @@ type unit struct {
 	lo, hi uint64
 }
 
-// workUnits cuts the sections into units and groups them by bitmap block,
-// in pfn order: one group is one worker's.
-func workUnits(sections []kernel.Section) [][]unit {
-	var units []unit
+// workUnits are the units of a scan and their groups by bitmap block,
+// kept from one cycle to the next (scanners): cut anew for every cycle of
+// every pass, they were the page scan's garbage, a cycle's worth each
+// time, and garbage lets the Go heap grow towards twice what is live.
+type workUnits struct {
+	units  []unit
+	groups [][]unit
+}
+
+// cut cuts the sections into units and groups them by bitmap block, in
+// pfn order: one group is one worker's. The groups stay valid until the
+// next cut.
+func (w *workUnits) cut(sections []kernel.Section) [][]unit {
+	w.units, w.groups = w.units[:0], w.groups[:0]
 	for _, s := range sections {
 		for lo := s.StartPFN; lo < s.EndPFN; lo = (lo/unitPages + 1) * unitPages {
-			units = append(units, unit{s, lo, min((lo/unitPages+1)*unitPages, s.EndPFN)})
+			w.units = append(w.units, unit{s, lo, min((lo/unitPages+1)*unitPages, s.EndPFN)})
 		}
 	}
-	slices.SortFunc(units, func(a, b unit) int { return cmp.Compare(a.lo, b.lo) })
-	var blocks [][]unit
-	for i, u := range units {
-		if i == 0 || u.lo/unitPages != units[i-1].lo/unitPages {
-			blocks = append(blocks, nil)
+	slices.SortFunc(w.units, func(a, b unit) int { return cmp.Compare(a.lo, b.lo) })
+	start := 0
+	for i := range w.units {
+		if i+1 == len(w.units) || w.units[i+1].lo/unitPages != w.units[i].lo/unitPages {
+			w.groups = append(w.groups, w.units[start:i+1])
+			start = i + 1
 		}
-		blocks[len(blocks)-1] = append(blocks[len(blocks)-1], u)
 	}
-	return blocks
+	return w.groups
 }
 
 // scan classifies the struct pages of the pfns [lo, hi) and clears the excluded pfns in dumpable, on workers
@@ -134,7 +144,9 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 	secs := k.MemMap.Sections
 	first := sort.Search(len(secs), func(i int) bool { return secs[i].EndPFN > lo })
 	last := sort.Search(len(secs), func(i int) bool { return secs[i].StartPFN >= hi })
-	blocks := workUnits(secs[first:max(first, last)])
+	w := pool.units()
+	defer pool.putUnits(w)
+	blocks := w.cut(secs[first:max(first, last)])
 	var (
 		mu     sync.Mutex
 		total  Counts
@@ -195,8 +207,34 @@ func (k *Kernel) scan(ctx context.Context, level Level, dumpable *bitmap.Bitmap,
 // buffers) from one cycle to the next, so that a cycle allocates nothing
 // the next must collect. nil keeps nothing.
 type scanners struct {
-	mu   sync.Mutex
-	free []*scanner
+	mu    sync.Mutex
+	free  []*scanner
+	spare *workUnits
+}
+
+// units is the pool's work units (new ones for a nil pool, or while
+// another scan holds them); putUnits gives them back.
+func (p *scanners) units() *workUnits {
+	if p == nil {
+		return new(workUnits)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.spare
+	p.spare = nil
+	if w == nil {
+		w = new(workUnits)
+	}
+	return w
+}
+
+func (p *scanners) putUnits(w *workUnits) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.spare = w
+	p.mu.Unlock()
 }
 
 func (p *scanners) get(k *Kernel, level Level, m *bitmap.Bitmap) (*scanner, error) {

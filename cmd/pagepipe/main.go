@@ -164,6 +164,17 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.heapprofile != "" {
+		stopHeap, err := startHeapProfile(o.heapprofile)
+		if err != nil {
+			return fail(c, err)
+		}
+		defer func() {
+			if err := stopHeap(); err != nil {
+				c.errorf("%v\n", err)
+			}
+		}()
+	}
 	d := o.dumpOptions(stdout)
 	ctx, stop := stopOnSignals(c)
 	defer stop()

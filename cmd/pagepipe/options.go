@@ -28,6 +28,7 @@ type options struct {
 	checkParams  bool
 	vmcoreinfo   string
 	cpuprofile   string
+	heapprofile  string
 	statsFile    string // pagepipe bench's: per-stage CPU and phase times
 	dumpDmesg    bool
 	flatten      bool
@@ -229,6 +230,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	}
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
 	_ = fs.MarkHidden("cpuprofile")
+	fs.StringVar(&o.heapprofile, "heapprofile", "", "write a Go heap profile at the heap's peak (for developers)")
+	_ = fs.MarkHidden("heapprofile")
 	fs.StringVar(&o.statsFile, "stats-file", "", "write the run's stage CPU and phase times as JSON (for pagepipe bench)")
 	_ = fs.MarkHidden("stats-file")
 	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
