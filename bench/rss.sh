@@ -20,6 +20,9 @@
 # free blocks' tails, written as holes): a 4 TiB machine is a 4 TiB sparse
 # file holding about 5 GiB, made in about two minutes.
 #
+# MDF=0 leaves makedumpfile out altogether (its columns say "not run"), for
+# re-measuring pagepipe alone.
+#
 # usage: bench/rss.sh [MIB ...]   (make bench-rss: 1024 65536 1048576 4194304)
 set -euo pipefail
 bin=${PAGEPIPE:-bin/pagepipe}
@@ -30,7 +33,7 @@ trap 'rm -rf "$dir"' EXIT
 # SID=0 leaves sid's makedumpfile out (its two scans of a 4 TiB machine
 # take a quarter of an hour on a loaded 2-CPU machine).
 sid=
-if [ "${SID:-1}" != 0 ]; then
+if [ "${SID:-1}" != 0 ] && [ "${MDF:-1}" != 0 ]; then
 	sid=$(fixtures/peer.sh makedumpfile-sid 2> /dev/null | tail -n 1) || sid=
 	[ -x "$sid" ] && "$sid" -v > /dev/null 2>&1 || sid=
 fi
@@ -50,6 +53,7 @@ mdf() {
 
 echo "| machine | pfns | 2nd bitmap whole | default budget: cycles, peak RSS | --cyclic-buffer 8192: cycles, peak RSS | pagepipe scan (s) | makedumpfile 1.7.2 scan (s) | makedumpfile 1.7.8 scan (s) |"
 echo "|---|---|---|---|---|---|---|---|"
+grep MemAvailable /proc/meminfo >&2
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1024 65536 1048576 4194304)
 for mib in "${sizes[@]}"; do
@@ -62,6 +66,7 @@ for mib in "${sizes[@]}"; do
 		e+=("$rss") ec=$cyc
 		# Each figure as it comes, on stderr: a run cut short keeps them.
 		echo "$mib MiB: pagepipe default $dc cycles ${d[-1]} KiB scan ${s[-1]} s; --cyclic-buffer 8192 $ec cycles $rss KiB" >&2
+		[ "${MDF:-1}" = 0 ] && continue
 		m+=("$(mdf makedumpfile)")
 		echo "$mib MiB: makedumpfile 1.7.2 scan ${m[-1]} s" >&2
 		[ -z "$sid" ] || { n+=("$(mdf "$sid")") && echo "$mib MiB: makedumpfile 1.7.8 scan ${n[-1]} s" >&2; }
@@ -72,7 +77,7 @@ for mib in "${sizes[@]}"; do
 		"$(if [ "$mib" -ge 1048576 ]; then echo "$((mib / 1048576)) TiB"; else echo "$((mib / 1024)) GiB"; fi)" "$pfns" \
 		"$(echo "$pfns / 8 / 1048576" | bc -l)" \
 		"$dc" "$(kib "$(printf '%s\n' "${d[@]}" | median)")" "$ec" "$(kib "$(printf '%s\n' "${e[@]}" | median)")" \
-		"$(printf '%s\n' "${s[@]}" | median)" "$(printf '%s\n' "${m[@]}" | median)" \
+		"$(printf '%s\n' "${s[@]}" | median)" "$(if [ ${#m[@]} -gt 0 ]; then printf '%s\n' "${m[@]}" | median; else echo "not run"; fi)" \
 		"$(if [ -n "$sid" ]; then printf '%s\n' "${n[@]}" | median; else echo "not run"; fi)"
 	rm -f "$dir/vmcore"
 done
