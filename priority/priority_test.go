@@ -340,7 +340,7 @@ func TestFindKernelMachine(t *testing.T) {
 // pass's collector (issue 21's acceptance 3): a few hundred allocations on
 // a generated 6.1 machine, where one per step of the page-table walk (an
 // error for every empty entry and every 512 GiB of the non-canonical
-// hole) made 345 000 on the real fixture.
+// hole) made 267 398.
 func TestFindAllocations(t *testing.T) {
 	path := t.TempDir() + "/vmcore"
 	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 32)); err != nil {
@@ -356,11 +356,13 @@ func TestFindAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(3, func() {
+	n := testing.AllocsPerRun(3, func() {
 		if _, err := Find(v, vi); err != nil {
 			t.Fatal(err)
 		}
-	}); n > 1000 {
+	})
+	if n > 1000 {
 		t.Errorf("Find makes %.0f allocations", n)
 	}
+	t.Logf("Find makes %.0f allocations", n)
 }
