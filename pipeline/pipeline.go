@@ -25,11 +25,13 @@
 // another holds it would only evict the other's codec tables; see
 // docs/scaling.md).
 //
-// Memory bound: chunks come from a fixed pool of 2×W+2, W being the workers
+// Memory bound: at most 2×W+2 chunks are in flight, W being the workers
 // that run, each holding at most ChunkBytes of page data (256 pages of
 // 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free chunk
 // when all are in flight. That is about (2W+2) MiB, e.g. 10 MiB for 4
-// workers, whatever the page size. Nothing else grows with the size of the
+// workers, whatever the page size. A chunk is made when none is free and
+// reused last in, first out, so no more are made than are ever in flight
+// at once: one worker makes one. Nothing else grows with the size of the
 // vmcore.
 //
 // The first error from any worker cancels the context; every worker
@@ -134,6 +136,9 @@ type Stats struct {
 	Raw        uint64 // pages stored raw
 	DataBytes  uint64 // page data bytes written (without the zero page)
 	Unreadable uint64 // pages that could not be read, stored as zeros
+	// Chunks is how many chunks were made: as many as were ever in flight
+	// at once, at most the pool's 2W+2.
+	Chunks int
 
 	// Wall is how long the pass took; ProcessCPU is the process's user
 	// and system time over it (every thread: the workers, the Go
@@ -219,6 +224,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	st.Pages = sq.written.Load()
 	st.ZeroPages, st.Compressed, st.Unreadable = sq.zero.Load(), sq.compressed.Load(), sq.unreadable.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
+	st.Chunks = sq.made
 	if err == nil && cfg.Progress != nil {
 		cfg.Progress(st.Pages)
 	}
@@ -237,8 +243,17 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 type sequencer struct {
 	cfg    Config
 	placer Placer // nil: cfg.Writer takes the chunks in order
-	// free is the chunk pool.
-	free chan *chunk
+	// slots bounds the chunks in flight to the pool's size: a worker takes
+	// a slot before it gets a chunk and gives it back with the chunk.
+	slots chan struct{}
+	// spare holds the chunks not in flight, the last one given back on
+	// top: a worker takes back the chunk it has just written, whose
+	// buffers are warm in the cache and faulted in, and no more chunks are
+	// made than are ever in flight at once (one for one worker, not the
+	// pool's four: each is 1 MiB of memory that faults in on first use).
+	spareMu sync.Mutex
+	spare   []*chunk
+	made    int // chunks made
 
 	mu sync.Mutex
 	// cut is the number of chunks cut so far; next is the first one not
@@ -262,12 +277,36 @@ type sequencer struct {
 }
 
 func newSequencer(cfg Config, pool int) *sequencer {
-	sq := &sequencer{cfg: cfg, free: make(chan *chunk, pool), ready: make([]*chunk, pool)}
+	sq := &sequencer{cfg: cfg, slots: make(chan struct{}, pool), ready: make([]*chunk, pool)}
 	sq.placer, _ = cfg.Writer.(Placer)
-	for range pool {
-		sq.free <- &chunk{}
-	}
 	return sq
+}
+
+// get waits for a slot and returns a chunk: the last one given back, or a
+// new one (its buffers are made by cutNext).
+func (sq *sequencer) get(ctx context.Context) (*chunk, error) {
+	select {
+	case sq.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	sq.spareMu.Lock()
+	defer sq.spareMu.Unlock()
+	if n := len(sq.spare); n > 0 {
+		c := sq.spare[n-1]
+		sq.spare = sq.spare[:n-1]
+		return c, nil
+	}
+	sq.made++
+	return &chunk{}, nil
+}
+
+// put gives a chunk and its slot back.
+func (sq *sequencer) put(c *chunk) {
+	sq.spareMu.Lock()
+	sq.spare = append(sq.spare, c)
+	sq.spareMu.Unlock()
+	<-sq.slots
 }
 
 // lock takes the sequencer's lock and returns when it was taken, for
@@ -289,21 +328,20 @@ func (sq *sequencer) work(ctx context.Context) error {
 	// /proc/vmcore, a file cut short) faults: make that a panic this
 	// goroutine can recover from, not a crash.
 	debug.SetPanicOnFault(true)
-	defer sq.life.Measure()()
+	m := sq.life.Start()
+	defer m.Stop()
 	var w *worker
 	var batch []*chunk
 	for {
-		var c *chunk
-		select {
-		case c = <-sq.free:
-		case <-ctx.Done():
-			return ctx.Err()
+		c, err := sq.get(ctx)
+		if err != nil {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if !sq.cutNext(c) {
-			sq.free <- c
+			sq.put(c)
 			return nil
 		}
 		if w == nil {
@@ -318,13 +356,13 @@ func (sq *sequencer) work(ctx context.Context) error {
 		sq.zero.Add(w.zero)
 		sq.compressed.Add(w.compressed)
 		sq.unreadable.Add(w.unreadable)
-		var err error
 		if batch, err = sq.handOn(c, batch[:0]); err != nil {
 			return err
 		}
 		if err := sq.writeBatch(batch); err != nil {
 			return err
 		}
+		m.Pace()
 	}
 }
 
@@ -416,7 +454,7 @@ func (sq *sequencer) writeBatch(batch []*chunk) error {
 			sq.write.Add(d)
 		}
 		for _, c := range batch {
-			sq.free <- c
+			sq.put(c)
 		}
 		t := sq.lock()
 		if sq.cfg.Progress != nil {

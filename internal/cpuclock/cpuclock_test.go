@@ -61,6 +61,30 @@ func TestCounter(t *testing.T) {
 	}
 }
 
+// A measured goroutine that paces itself yields once it ran YieldAfter
+// and is still measured in full, on whichever thread it goes on.
+func TestPaceKeepsMeasuring(t *testing.T) {
+	var c Counter
+	m := c.Start()
+	p0 := Process()
+	x := 1
+	// Spin for 4 YieldAfters of CPU time (so at least as much wall
+	// time), however loaded the machine.
+	for Process().Sub(p0).Total() < 4*YieldAfter {
+		for range 10000 {
+			x = x*31 + 7
+		}
+		m.Pace()
+	}
+	m.Stop()
+	_ = x
+	got, proc := c.Load().Total(), Process().Sub(p0).Total()
+	// Nearly all of the process's time is the spin's.
+	if got < proc/2 || got > proc || m.yields < 3 {
+		t.Fatalf("measured %v of a spin, process %v, %d yields (want 3 or more)", got, proc, m.yields)
+	}
+}
+
 // BenchmarkThreadTotal is the cost of one exact reading, paid twice per
 // chunk of 256 pages written (docs/scaling.md).
 func BenchmarkThreadTotal(b *testing.B) {
