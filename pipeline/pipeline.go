@@ -145,6 +145,8 @@ type Stats struct {
 	// runtime's garbage collector and scheduler).
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
+	// Faults is the process's minor page faults over it.
+	Faults int64
 	// CPU is what each stage cost (StageCPU says how it is measured).
 	CPU StageCPU
 }
@@ -201,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.PageSize <= 0 {
 		return Stats{}, fmt.Errorf("copy pass: page size %d", cfg.PageSize)
 	}
-	start, startCPU := time.Now(), cpuclock.Process()
+	start, startCPU, startFaults := time.Now(), cpuclock.Process(), cpuclock.Faults()
 	// Workers beyond the CPUs cannot run at once: they would only cost
 	// their reader, codec state and chunks, whose memory faults in on
 	// first use (docs/scaling.md).
@@ -235,6 +237,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	st.CPU.Read = max(life.Sys-st.CPU.Write-st.CPU.Store, 0)
 	st.CPU.Compress = max(life.User-st.CPU.Reorder, 0)
 	st.Wall, st.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
+	st.Faults = cpuclock.Faults() - startFaults
 	return st, err
 }
 
