@@ -25,13 +25,13 @@
 // another holds it would only evict the other's codec tables; see
 // docs/scaling.md).
 //
-// Memory bound: at most 2×W+2 chunks are in flight, W being the workers
-// that run, each holding at most ChunkBytes of page data (256 pages of
-// 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free chunk
-// when all are in flight. That is about (2W+2) MiB, e.g. 10 MiB for 4
-// workers, whatever the page size. A chunk is made when none is free and
-// reused last in, first out, so no more are made than are ever in flight
-// at once: one worker makes one. Nothing else grows with the size of the
+// Memory bound: chunks come from a pool of at most 2×W+2, W being the
+// workers that run, each holding at most ChunkBytes of page data (256 pages
+// of 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free
+// chunk when all are in flight. A chunk is made only when none is free, so
+// a pass touches only as many as it ever had in flight at once: one at one
+// worker (a capture kernel with nr_cpus=1 and tens of MiB free). That is about (2W+2) MiB, e.g. 10 MiB for 4
+// workers, whatever the page size. Nothing else grows with the size of the
 // vmcore.
 //
 // The first error from any worker cancels the context; every worker
@@ -136,8 +136,9 @@ type Stats struct {
 	Raw        uint64 // pages stored raw
 	DataBytes  uint64 // page data bytes written (without the zero page)
 	Unreadable uint64 // pages that could not be read, stored as zeros
-	// Chunks is how many chunks were made: as many as were ever in flight
-	// at once, at most the pool's 2W+2.
+	// Chunks is how many chunks the pass made, each only when none was
+	// free: what it had in flight at once, at most 2×W+2 (each up to
+	// ChunkBytes of page data).
 	Chunks int
 
 	// Wall is how long the pass took; ProcessCPU is the process's user
@@ -224,9 +225,9 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	err := g.Wait()
 	st := sq.stats
 	st.Pages = sq.written.Load()
+	st.Chunks = int(sq.made.Load())
 	st.ZeroPages, st.Compressed, st.Unreadable = sq.zero.Load(), sq.compressed.Load(), sq.unreadable.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
-	st.Chunks = sq.made
 	if err == nil && cfg.Progress != nil {
 		cfg.Progress(st.Pages)
 	}
@@ -246,17 +247,12 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 type sequencer struct {
 	cfg    Config
 	placer Placer // nil: cfg.Writer takes the chunks in order
-	// slots bounds the chunks in flight to the pool's size: a worker takes
-	// a slot before it gets a chunk and gives it back with the chunk.
-	slots chan struct{}
-	// spare holds the chunks not in flight, the last one given back on
-	// top: a worker takes back the chunk it has just written, whose
-	// buffers are warm in the cache and faulted in, and no more chunks are
-	// made than are ever in flight at once (one for one worker, not the
-	// pool's four: each is 1 MiB of memory that faults in on first use).
-	spareMu sync.Mutex
-	spare   []*chunk
-	made    int // chunks made
+	// free is the chunk pool: the chunks made and not in flight.
+	free chan *chunk
+	// unmade is how many more chunks the pool may make (below zero: none).
+	unmade atomic.Int64
+	// made counts the chunks made (Stats.Chunks).
+	made atomic.Int64
 
 	mu sync.Mutex
 	// cut is the number of chunks cut so far; next is the first one not
@@ -280,36 +276,32 @@ type sequencer struct {
 }
 
 func newSequencer(cfg Config, pool int) *sequencer {
-	sq := &sequencer{cfg: cfg, slots: make(chan struct{}, pool), ready: make([]*chunk, pool)}
+	sq := &sequencer{cfg: cfg, free: make(chan *chunk, pool), ready: make([]*chunk, pool)}
 	sq.placer, _ = cfg.Writer.(Placer)
+	sq.unmade.Store(int64(pool))
 	return sq
 }
 
-// get waits for a slot and returns a chunk: the last one given back, or a
-// new one (its buffers are made by cutNext).
+// get takes a free chunk if one is waiting, else makes one while the pool
+// allows, else waits for one. (Premade chunks handed out first in, first
+// out cycled through the whole pool even at one worker, where one chunk is
+// all that is ever in flight: 3 MiB more of a capture kernel's memory.)
 func (sq *sequencer) get(ctx context.Context) (*chunk, error) {
 	select {
-	case sq.slots <- struct{}{}:
+	case c := <-sq.free:
+		return c, nil
+	default:
+	}
+	if sq.unmade.Add(-1) >= 0 {
+		sq.made.Add(1)
+		return &chunk{}, nil
+	}
+	select {
+	case c := <-sq.free:
+		return c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	sq.spareMu.Lock()
-	defer sq.spareMu.Unlock()
-	if n := len(sq.spare); n > 0 {
-		c := sq.spare[n-1]
-		sq.spare = sq.spare[:n-1]
-		return c, nil
-	}
-	sq.made++
-	return &chunk{}, nil
-}
-
-// put gives a chunk and its slot back.
-func (sq *sequencer) put(c *chunk) {
-	sq.spareMu.Lock()
-	sq.spare = append(sq.spare, c)
-	sq.spareMu.Unlock()
-	<-sq.slots
 }
 
 // lock takes the sequencer's lock and returns when it was taken, for
@@ -344,7 +336,7 @@ func (sq *sequencer) work(ctx context.Context) error {
 			return err
 		}
 		if !sq.cutNext(c) {
-			sq.put(c)
+			sq.free <- c
 			return nil
 		}
 		if w == nil {
@@ -457,7 +449,7 @@ func (sq *sequencer) writeBatch(batch []*chunk) error {
 			sq.write.Add(d)
 		}
 		for _, c := range batch {
-			sq.put(c)
+			sq.free <- c
 		}
 		t := sq.lock()
 		if sq.cfg.Progress != nil {
