@@ -12,11 +12,11 @@ import (
 // dump collects garbage while its live heap is small.
 //
 // A dump's heap is small and nearly all of it lives to the end: the
-// bitmaps, the copy pass's chunks and codec state. On the real 4 GiB
-// fixture at one worker a whole dump allocates 4.5 MiB, and the collector
-// ran at the runtime's 4 MiB minimum heap to free almost nothing, at a few
-// ms of CPU each (mark, and first-touch page faults of the sweeper's
-// metadata), on the serial path (docs/scaling.md, study 3). So collection
+// bitmaps, the copy pass's chunks and codec state. The collector ran at
+// the runtime's 4 MiB minimum heap, twice a run on the real 4 GiB fixture,
+// to free little, at a few ms of CPU each (mark, and first-touch page
+// faults of the sweeper's metadata), on the serial path (docs/scaling.md,
+// study 3). So collection
 // waits for gcLimit (the runtime's soft memory limit), which holds the
 // 32 MiB within the peak RSS targets (docs/benchmarks.md) whatever garbage
 // a dump makes.
