@@ -32,6 +32,7 @@ import (
 var progName = "pagepipe"
 
 func main() {
+	collectWhenLarge(gcLimit, os.Getenv)
 	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
 		progName = name
 	}
