@@ -8,19 +8,25 @@ import (
 	"sync/atomic"
 )
 
-// gcLimit is the Go memory (heap, stacks, the runtime's own) at which a
-// dump collects garbage while its live heap is small.
+// gcLimitFor is the Go memory (heap, stacks, the runtime's own) at which a
+// dump collects garbage while its live heap is small, for a process that
+// may still use avail bytes.
 //
 // A dump's heap is small and nearly all of it lives to the end: the
 // bitmaps, the copy pass's chunks and codec state. The collector ran at
 // the runtime's 4 MiB minimum heap, twice a run on the real 4 GiB fixture,
 // to free little, at a few ms of CPU each (mark, and first-touch page
 // faults of the sweeper's metadata), on the serial path (docs/scaling.md,
-// study 3). So collection
-// waits for gcLimit (the runtime's soft memory limit), which holds the
-// 32 MiB within the peak RSS targets (docs/benchmarks.md) whatever garbage
-// a dump makes.
-const gcLimit = 32 << 20
+// study 3). So collection waits for this limit (the runtime's soft memory
+// limit): a quarter of the memory left, so that a capture kernel with
+// little to spare (crashkernel=96M leaves about 18 MiB, docs/capture.md)
+// collects about as the runtime's default would, and at most 32 MiB,
+// within the peak RSS targets (docs/benchmarks.md) whatever garbage a dump
+// makes. The floor, 8 MiB, is twice the runtime's minimum heap: a live
+// heap above half the limit sends collection back to the default anyway.
+func gcLimitFor(avail uint64) int64 {
+	return int64(min(max(avail/4, 8<<20), 32<<20))
+}
 
 // gcChecks counts the collections collectWhenLarge looked at; gcOrdinary
 // is set once the live heap outgrew half the limit and collection went

@@ -62,3 +62,20 @@ func TestCollectWhenLarge(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+func TestGCLimitFor(t *testing.T) {
+	for _, c := range []struct {
+		avail uint64
+		want  int64
+	}{
+		{0, 8 << 20},          // unknown: the floor
+		{18 << 20, 8 << 20},   // crashkernel=96M's capture kernel
+		{64 << 20, 16 << 20},  // a quarter
+		{200 << 20, 32 << 20}, // crashkernel=256M: the cap
+		{20 << 30, 32 << 20},  // a host
+	} {
+		if got := gcLimitFor(c.avail); got != c.want {
+			t.Errorf("gcLimitFor(%d MiB) = %d MiB, want %d MiB", c.avail>>20, got>>20, c.want>>20)
+		}
+	}
+}
