@@ -22,7 +22,7 @@ func TestAsmOutputBound(t *testing.T) {
 		}
 	}
 	long := append(bytes.Repeat([]byte{7}, 1000), make([]byte, 600)...) // long matches
-	lits := make([]byte, 2000)                                           // a long literal run first
+	lits := make([]byte, 2000)                                          // a long literal run first
 	for i := range 1500 {
 		lits[i] = byte(rng.Uint32())
 	}

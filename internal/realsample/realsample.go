@@ -104,4 +104,3 @@ func sample(path string, n int) (*Sample, error) {
 	}
 	return s, nil
 }
-
