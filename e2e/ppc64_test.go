@@ -10,8 +10,6 @@ import (
 
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
-	"pagepipe/kernel"
-	"pagepipe/source"
 )
 
 // The real ppc64le fixture (issue 23): Debian 12's 6.1 powerpc64le kernel
@@ -45,22 +43,7 @@ func TestPPC64LevelsMatchMakedumpfile(t *testing.T) {
 		dir := t.TempDir()
 		for _, level := range ppcLevels {
 			t.Run(string(mmu)+"/d"+level, func(t *testing.T) {
-				theirs := filepath.Join(dir, "mdf")
-				b := counts(t, runTo(t, mdf, []string{"-d", level}, vmcore, theirs))
-				defer os.Remove(theirs)
-				for name, prog := range ppcProgs(t) {
-					ours := filepath.Join(dir, name)
-					a := counts(t, runTo(t, prog, []string{"-d", level}, vmcore, ours))
-					equalFiles(t, ours, theirs)
-					os.Remove(ours)
-					for _, k := range []string{"Excluded pages", "Pages filled with zero", "Non-private cache pages",
-						"Private cache pages", "User process data pages", "Free pages", "Hwpoison pages",
-						"Offline pages", "Total pages", "Write bytes"} {
-						if a[k] != b[k] {
-							t.Errorf("%s build: %s: pagepipe %s, makedumpfile %s", name, k, a[k], b[k])
-						}
-					}
-				}
+				levelMatchesMakedumpfile(t, mdf, ppcProgs(t), vmcore, dir, level)
 			})
 		}
 	}
@@ -82,25 +65,7 @@ func TestPPC64ReadersReadEveryPage(t *testing.T) {
 		ps := ppcPageSize(t, vmcore)
 		for _, c := range []string{"-c", "-l"} {
 			t.Run(string(mmu)+c, func(t *testing.T) {
-				ours, ppc := filepath.Join(dir, "pp"+c), filepath.Join(dir, "ppc"+c)
-				runTo(t, bin, []string{c, "-d", "31"}, vmcore, ours)
-				runTo(t, ppcPagepipe(t), []string{c, "-d", "31"}, vmcore, ppc)
-				equalFiles(t, ppc, ours)
-				ranges := judge.AllPFNs(t, ours)
-				if d := want.Diff(judge.LibkdumpfileAt(t, ours, ps, ranges)); d != "" {
-					t.Errorf("libkdumpfile:\n%s", d)
-				}
-				if d := want.Diff(judge.DrgnAt(t, ours, ps, ranges)); d != "" {
-					t.Errorf("drgn:\n%s", d)
-				}
-				for _, reader := range []string{"libkdumpfile", "drgn"} {
-					got := judge.ReadVirtual(t, reader, ours, uts, 6*65)
-					if !bytes.HasPrefix(got, []byte("Linux\x00")) || !bytes.Contains(got, []byte("ppc64le\x00")) {
-						t.Errorf("%s: init_uts_ns reads %q", reader, got)
-					}
-				}
-				os.Remove(ours)
-				os.Remove(ppc)
+				foreignReadsEveryPage(t, ppcPagepipe(t), c, vmcore, dir, want, ps, uts, "ppc64le")
 			})
 		}
 	}
@@ -110,15 +75,7 @@ func TestPPC64ReadersReadEveryPage(t *testing.T) {
 // PAGESIZE): 64 KiB for Debian's ppc64el kernel.
 func ppcPageSize(t *testing.T, vmcore string) uint64 {
 	t.Helper()
-	v, err := source.Open(vmcore)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	vi := vmcoreinfoOf(t, vmcore)
 	if vi.PageSize() != 65536 {
 		t.Fatalf("PAGESIZE %d, want Debian ppc64el's 65536", vi.PageSize())
 	}

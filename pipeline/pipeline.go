@@ -25,10 +25,12 @@
 // another holds it would only evict the other's codec tables; see
 // docs/scaling.md).
 //
-// Memory bound: chunks come from a fixed pool of 2×W+2, W being the workers
-// that run, each holding at most ChunkBytes of page data (256 pages of
-// 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free chunk
-// when all are in flight. That is about (2W+2) MiB, e.g. 10 MiB for 4
+// Memory bound: chunks come from a pool of at most 2×W+2, W being the
+// workers that run, each holding at most ChunkBytes of page data (256 pages
+// of 4 KiB, 16 of 64 KiB) plus their records; a worker waits for a free
+// chunk when all are in flight. A chunk is made only when none is free, so
+// a pass touches only as many as it ever had in flight at once: one at one
+// worker (a capture kernel with nr_cpus=1 and tens of MiB free). That is about (2W+2) MiB, e.g. 10 MiB for 4
 // workers, whatever the page size. Nothing else grows with the size of the
 // vmcore.
 //
@@ -134,6 +136,10 @@ type Stats struct {
 	Raw        uint64 // pages stored raw
 	DataBytes  uint64 // page data bytes written (without the zero page)
 	Unreadable uint64 // pages that could not be read, stored as zeros
+	// Chunks is how many chunks the pass made, each only when none was
+	// free: what it had in flight at once, at most 2×W+2 (each up to
+	// ChunkBytes of page data).
+	Chunks int
 
 	// Wall is how long the pass took; ProcessCPU is the process's user
 	// and system time over it (every thread: the workers, the Go
@@ -217,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	err := g.Wait()
 	st := sq.stats
 	st.Pages = sq.written.Load()
+	st.Chunks = int(sq.made.Load())
 	st.ZeroPages, st.Compressed, st.Unreadable = sq.zero.Load(), sq.compressed.Load(), sq.unreadable.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
 	if err == nil && cfg.Progress != nil {
@@ -237,8 +244,12 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 type sequencer struct {
 	cfg    Config
 	placer Placer // nil: cfg.Writer takes the chunks in order
-	// free is the chunk pool.
+	// free is the chunk pool: the chunks made and not in flight.
 	free chan *chunk
+	// unmade is how many more chunks the pool may make (below zero: none).
+	unmade atomic.Int64
+	// made counts the chunks made (Stats.Chunks).
+	made atomic.Int64
 
 	mu sync.Mutex
 	// cut is the number of chunks cut so far; next is the first one not
@@ -264,10 +275,30 @@ type sequencer struct {
 func newSequencer(cfg Config, pool int) *sequencer {
 	sq := &sequencer{cfg: cfg, free: make(chan *chunk, pool), ready: make([]*chunk, pool)}
 	sq.placer, _ = cfg.Writer.(Placer)
-	for range pool {
-		sq.free <- &chunk{}
-	}
+	sq.unmade.Store(int64(pool))
 	return sq
+}
+
+// get takes a free chunk if one is waiting, else makes one while the pool
+// allows, else waits for one. (Premade chunks handed out first in, first
+// out cycled through the whole pool even at one worker, where one chunk is
+// all that is ever in flight: 3 MiB more of a capture kernel's memory.)
+func (sq *sequencer) get(ctx context.Context) (*chunk, error) {
+	select {
+	case c := <-sq.free:
+		return c, nil
+	default:
+	}
+	if sq.unmade.Add(-1) >= 0 {
+		sq.made.Add(1)
+		return &chunk{}, nil
+	}
+	select {
+	case c := <-sq.free:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // lock takes the sequencer's lock and returns when it was taken, for
@@ -293,11 +324,9 @@ func (sq *sequencer) work(ctx context.Context) error {
 	var w *worker
 	var batch []*chunk
 	for {
-		var c *chunk
-		select {
-		case c = <-sq.free:
-		case <-ctx.Done():
-			return ctx.Err()
+		c, err := sq.get(ctx)
+		if err != nil {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -318,7 +347,6 @@ func (sq *sequencer) work(ctx context.Context) error {
 		sq.zero.Add(w.zero)
 		sq.compressed.Add(w.compressed)
 		sq.unreadable.Add(w.unreadable)
-		var err error
 		if batch, err = sq.handOn(c, batch[:0]); err != nil {
 			return err
 		}

@@ -102,6 +102,11 @@ func TestOrderedForAnyWorkerCount(t *testing.T) {
 		if st.ZeroPages == 0 || st.Compressed == 0 {
 			t.Fatalf("%d workers: stats %+v", workers, st)
 		}
+		// One worker has one chunk in flight at a time, so it makes one
+		// (a capture kernel's memory); more never exceed the pool.
+		if workers == 1 && st.Chunks != 1 || st.Chunks < 1 || st.Chunks > 2*workers+2 {
+			t.Fatalf("%d workers made %d chunks (pool %d)", workers, st.Chunks, 2*workers+2)
+		}
 		if ref == nil {
 			ref = w
 			continue
