@@ -159,6 +159,10 @@ func putLongLength(dst []byte, op int, inst byte, rest int) int {
 // The reads of the input go through load32 and load64, without the
 // bounds checks that took about 6 % of the time; the invariants noted
 // where they are keep every one within src. Writes to dst stay checked.
+//
+// On amd64 Compress uses compressBlockAMD64 instead (lzo_amd64.s), which
+// follows this function step by step and must write the same bytes
+// (TestAsmSameAsGo): a change here must be made there too.
 func (c *Compressor) compressBlock(dst []byte, op int, src []byte, start, end, carry int) (int, int) {
 	dict := &c.dict
 	in := src[start:end]
