@@ -266,6 +266,8 @@ func (r Result) Stats() Stats {
 		ZeroPages:   s.ZeroPages,
 		DataBytes:   s.DataBytes,
 		MaxRSSKiB:   PeakRSSKiB("/proc/self/status"),
+		MinorFaults: cpuclock.Faults(),
+		CopyFaults:  s.Faults,
 		FilterWall:  sec(f.Wall),
 		FilterCPU:   sec(f.ProcessCPU.Total()),
 		ScanCPU:     sec(f.ScanCPU.Total()),

@@ -243,6 +243,11 @@ func partialPages(o *Options, ev Events, c filter.Cycle, maxMapnr uint64) source
 	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
 }
 
+// AvailableMemory is the memory the process may still use: MemAvailable,
+// or less where its cgroup sets a limit. The default bitmap budget is cut
+// from it, and the program's collection limit (cmd/pagepipe).
+func AvailableMemory() (uint64, error) { return filter.Available() }
+
 // cycleWindow is how many pfns of the 2nd bitmap the dump holds at a time
 // (filter.NewPlan's window): the budget's bits (filter.Cycle.ChooseBudget),
 // printed as makedumpfile prints its buffer. -e needs the whole bitmap

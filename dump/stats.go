@@ -25,6 +25,11 @@ type Stats struct {
 	// MaxRSSKiB is the process's peak resident set (VmHWM), read as it
 	// finishes.
 	MaxRSSKiB int64 `json:"max_rss_kib"`
+	// MinorFaults is the process's minor page faults, read as it
+	// finishes, and CopyFaults those of the copy pass: counts that do not
+	// depend on the machine's load, where a fault's cost does.
+	MinorFaults int64 `json:"minor_faults"`
+	CopyFaults  int64 `json:"copy_faults"`
 
 	// The filter pass (filter.NewPlan): wall, the process's CPU over it,
 	// and the scan workers' part of that.

@@ -244,9 +244,9 @@ func (f arm64Format) levelName(level int) string {
 // bit 0 of a descriptor is valid; above the last level bits [1:0] = 01 is
 // a block and 11 a table; at the last level 11 is a page. The walk is
 // bounded by the depth.
-func (f arm64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
+func (f arm64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 	if vaddr < f.kernelStart() {
-		return Mapping{}, &TranslationError{Vaddr: vaddr, Err: ErrNonCanonical}
+		return Mapping{}, failure{err: ErrNonCanonical}
 	}
 	first := 4 - f.levels
 	mask := uint64(f.tableEntries() - 1)
@@ -261,24 +261,22 @@ func (f arm64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
 		name := f.levelName(level)
 		d, err := t.entry(table, idx)
 		if err != nil {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Span: span,
-				Err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
+			return Mapping{}, failure{level: name, span: span, err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
 		}
 		if d&1 == 0 {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: d, Span: span, Err: ErrNotPresent}
+			return Mapping{}, failure{level: name, entry: d, span: span, err: ErrNotPresent}
 		}
 		addr := f.outputAddr(d)
 		switch {
 		case level == 3:
-			return Mapping{Paddr: addr | vaddr&(span-1), PageSize: span}, nil
+			return Mapping{Paddr: addr | vaddr&(span-1), PageSize: span}, failure{}
 		case d&2 == 0 && f.blockAt(level):
-			return Mapping{Paddr: addr&^(span-1) | vaddr&(span-1), PageSize: span}, nil
+			return Mapping{Paddr: addr&^(span-1) | vaddr&(span-1), PageSize: span}, failure{}
 		case d&2 == 0:
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: d, Span: span,
-				Err: errors.New("block descriptor at a level that cannot hold a block")}
+			return Mapping{}, failure{level: name, entry: d, span: span, err: errors.New("block descriptor at a level that cannot hold a block")}
 		}
 		table = addr
 	}
 	// Not reached: the last level always returns above.
-	return Mapping{}, &TranslationError{Vaddr: vaddr, Err: errors.New("page-table walk did not end")}
+	return Mapping{}, failure{err: errors.New("page-table walk did not end")}
 }

@@ -278,21 +278,21 @@ var ppc64LevelNames = [4]string{"PGD", "PUD", "PMD", "PTE"}
 // lookup translates as makedumpfile's vaddr_to_paddr_ppc64 does: linear
 // addresses by subtraction, the vmemmap through vmemmap_list, the rest
 // (and the vmemmap when the list is empty) by the table walk.
-func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
+func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 	switch {
 	case vaddr < PPC64PageOffset || vaddr >= ppc64RegionEnd:
-		return Mapping{}, &TranslationError{Vaddr: vaddr, Err: ErrNonCanonical}
+		return Mapping{}, failure{err: ErrNonCanonical}
 	case vaddr < PPC64VmallocStart:
 		// The linear map: report 64 KiB pages (its real mapping size is the
 		// MMU's business, and under hash it is not in these tables).
-		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: 1 << f.pageShift}, nil
+		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: 1 << f.pageShift}, failure{}
 	case vaddr >= PPC64VmemmapStart && len(f.vmemmap) > 0:
 		for _, b := range f.vmemmap {
 			if vaddr >= b.Virt && vaddr-b.Virt < b.Size {
-				return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, nil
+				return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, failure{}
 			}
 		}
-		return Mapping{}, &TranslationError{Vaddr: vaddr, Level: "vmemmap_list", Span: 1 << f.pageShift, Err: ErrNotPresent}
+		return Mapping{}, failure{level: "vmemmap_list", span: 1 << f.pageShift, err: ErrNotPresent}
 	}
 	return f.walk(t, vaddr)
 }
@@ -300,7 +300,7 @@ func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
 // walk goes down the four levels: an entry of 0 or without the present
 // bit is unmapped, one with _PAGE_PTE is a leaf (a huge page above the
 // last level), otherwise it points to the next table.
-func (f ppc64Format) walk(t *Translator, vaddr uint64) (Mapping, error) {
+func (f ppc64Format) walk(t *Translator, vaddr uint64) (Mapping, failure) {
 	table := t.top
 	for level := 0; level < 4; level++ {
 		shift := f.shift(level)
@@ -309,20 +309,18 @@ func (f ppc64Format) walk(t *Translator, vaddr uint64) (Mapping, error) {
 		name := ppc64LevelNames[level]
 		e, err := t.entryN(table, idx, 1<<f.bits[level])
 		if err != nil {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Span: span,
-				Err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
+			return Mapping{}, failure{level: name, span: span, err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
 		}
 		if e&ppc64Present == 0 {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: e, Span: span, Err: ErrNotPresent}
+			return Mapping{}, failure{level: name, entry: e, span: span, err: ErrNotPresent}
 		}
 		if e&ppc64Leaf != 0 || level == 3 {
 			if e&ppc64Leaf == 0 {
-				return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: e, Span: span,
-					Err: errors.New("last-level entry without _PAGE_PTE")}
+				return Mapping{}, failure{level: name, entry: e, span: span, err: errors.New("last-level entry without _PAGE_PTE")}
 			}
-			return Mapping{Paddr: e&ppc64RPNMask&^(span-1) | vaddr&(span-1), PageSize: span}, nil
+			return Mapping{Paddr: e&ppc64RPNMask&^(span-1) | vaddr&(span-1), PageSize: span}, failure{}
 		}
 		table = e & ppc64NextMask
 	}
-	return Mapping{}, &TranslationError{Vaddr: vaddr, Err: errors.New("page-table walk did not end")}
+	return Mapping{}, failure{err: errors.New("page-table walk did not end")}
 }

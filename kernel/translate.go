@@ -59,8 +59,9 @@ func (e *TranslationError) Unwrap() error { return e.Err }
 // x86_64 (x86_64.go) and arm64 (arm64.go) have one each; another
 // architecture adds its own next to its Arch.
 type tableFormat interface {
-	// lookup walks the tables for vaddr.
-	lookup(t *Translator, vaddr uint64) (Mapping, error)
+	// lookup walks the tables for vaddr; where it stops, failure says
+	// why (err nil: vaddr is mapped).
+	lookup(t *Translator, vaddr uint64) (Mapping, failure)
 	// tableEntries is the number of 8-byte entries in a full table.
 	tableEntries() int
 	// kernelStart is the lowest kernel virtual address the format maps:
@@ -129,7 +130,44 @@ func (t *Translator) VtoP(vaddr uint64) (uint64, error) {
 
 // Lookup translates vaddr and also reports the size of the page mapping it,
 // so that callers can move through memory a page at a time.
-func (t *Translator) Lookup(vaddr uint64) (Mapping, error) { return t.format.lookup(t, vaddr) }
+func (t *Translator) Lookup(vaddr uint64) (Mapping, error) {
+	m, f := t.format.lookup(t, vaddr)
+	if f.err != nil {
+		return Mapping{}, f.error(vaddr)
+	}
+	return m, nil
+}
+
+// Step is Lookup for a walk through the address space, entry by entry
+// (package priority's walk of the kernel's tables): where vaddr is not
+// mapped, or not canonical, it returns ErrNotPresent or ErrNonCanonical
+// itself and the span of the entry that is not present (0 for a
+// non-canonical address), with nothing allocated — such a walk meets tens
+// of thousands of empty entries. Other failures are Lookup's
+// *TranslationError.
+func (t *Translator) Step(vaddr uint64) (m Mapping, span uint64, err error) {
+	m, f := t.format.lookup(t, vaddr)
+	switch f.err {
+	case nil:
+		return m, 0, nil
+	case ErrNotPresent, ErrNonCanonical:
+		return Mapping{}, f.span, f.err
+	}
+	return Mapping{}, f.span, f.error(vaddr)
+}
+
+// failure is where a format's walk stopped, as a value: a
+// TranslationError without its address, made one only where a caller
+// gets an error (Lookup).
+type failure struct {
+	level       string
+	entry, span uint64
+	err         error
+}
+
+func (f failure) error(vaddr uint64) *TranslationError {
+	return &TranslationError{Vaddr: vaddr, Level: f.level, Entry: f.entry, Span: f.span, Err: f.err}
+}
 
 // entry returns entry idx of the table at physical address paddr, through
 // the table cache.

@@ -155,14 +155,14 @@ func (x86Format) tableEntries() int { return ptEntries }
 
 func (x86Format) kernelStart() uint64 { return kernelSpaceStart }
 
-func (x86Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
+func (x86Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 	// Canonical check: the bits above the top index must copy its top bit.
 	topBit := uint(47)
 	if t.levels == 5 {
 		topBit = 56
 	}
 	if hi := int64(vaddr) >> topBit; hi != 0 && hi != -1 {
-		return Mapping{}, &TranslationError{Vaddr: vaddr, Err: ErrNonCanonical}
+		return Mapping{}, failure{err: ErrNonCanonical}
 	}
 
 	first := 5 - t.levels
@@ -180,28 +180,26 @@ func (x86Format) lookup(t *Translator, vaddr uint64) (Mapping, error) {
 		idx := (vaddr >> lv.shift) & (ptEntries - 1)
 		ent, err := t.entry(table, idx)
 		if err != nil {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Span: span,
-				Err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
+			return Mapping{}, failure{level: name, span: span, err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
 		}
 		if ent&ptePresent == 0 {
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: ent, Span: span, Err: ErrNotPresent}
+			return Mapping{}, failure{level: name, entry: ent, span: span, err: ErrNotPresent}
 		}
 		addr := ent & pteAddrMask &^ t.smeMask
 		switch {
 		case lv.shift == 12:
-			return Mapping{Paddr: addr | vaddr&(pageSize4K-1), PageSize: pageSize4K}, nil
+			return Mapping{Paddr: addr | vaddr&(pageSize4K-1), PageSize: pageSize4K}, failure{}
 		case ent&ptePSE != 0 && (lv.shift == 30 || lv.shift == 21):
 			// A large page: the low bits of the frame field hold PAT and
 			// reserved bits, not address bits.
-			return Mapping{Paddr: addr&^(span-1) | vaddr&(span-1), PageSize: span}, nil
+			return Mapping{Paddr: addr&^(span-1) | vaddr&(span-1), PageSize: span}, failure{}
 		case ent&ptePSE != 0:
-			return Mapping{}, &TranslationError{Vaddr: vaddr, Level: name, Entry: ent, Span: span,
-				Err: errors.New("page-size bit set at a level that cannot map a page")}
+			return Mapping{}, failure{level: name, entry: ent, span: span, err: errors.New("page-size bit set at a level that cannot map a page")}
 		}
 		table = addr
 	}
 	// Not reached: the PTE level always returns above.
-	return Mapping{}, &TranslationError{Vaddr: vaddr, Err: errors.New("page-table walk did not end")}
+	return Mapping{}, failure{err: errors.New("page-table walk did not end")}
 }
 
 // FindPageOffset finds PAGE_OFFSET, the start of the kernel's direct mapping

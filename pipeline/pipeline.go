@@ -146,6 +146,8 @@ type Stats struct {
 	// runtime's garbage collector and scheduler).
 	Wall       time.Duration
 	ProcessCPU cpuclock.Usage
+	// Faults is the process's minor page faults over it.
+	Faults int64
 	// CPU is what each stage cost (StageCPU says how it is measured).
 	CPU StageCPU
 }
@@ -202,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.PageSize <= 0 {
 		return Stats{}, fmt.Errorf("copy pass: page size %d", cfg.PageSize)
 	}
-	start, startCPU := time.Now(), cpuclock.Process()
+	start, startCPU, startFaults := time.Now(), cpuclock.Process(), cpuclock.Faults()
 	// Workers beyond the CPUs cannot run at once: they would only cost
 	// their reader, codec state and chunks, whose memory faults in on
 	// first use (docs/scaling.md).
@@ -236,6 +238,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	st.CPU.Read = max(life.Sys-st.CPU.Write-st.CPU.Store, 0)
 	st.CPU.Compress = max(life.User-st.CPU.Reorder, 0)
 	st.Wall, st.ProcessCPU = time.Since(start), cpuclock.Process().Sub(startCPU)
+	st.Faults = cpuclock.Faults() - startFaults
 	return st, err
 }
 
@@ -320,7 +323,8 @@ func (sq *sequencer) work(ctx context.Context) error {
 	// /proc/vmcore, a file cut short) faults: make that a panic this
 	// goroutine can recover from, not a crash.
 	debug.SetPanicOnFault(true)
-	defer sq.life.Measure()()
+	m := sq.life.Start()
+	defer m.Stop()
 	var w *worker
 	var batch []*chunk
 	for {
@@ -353,6 +357,7 @@ func (sq *sequencer) work(ctx context.Context) error {
 		if err := sq.writeBatch(batch); err != nil {
 			return err
 		}
+		m.Pace()
 	}
 }
 

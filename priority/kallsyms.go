@@ -74,17 +74,24 @@ func readKallsyms(vi *kernel.VMCOREINFO, r kernel.VirtReader, want ...string) (s
 		}
 		tokens[i] = string(t[:end])
 	}
-	offsets := make([]byte, 4*n)
-	if err := r.ReadVirt(addr["kallsyms_offsets"], offsets); err != nil {
-		return nil, fmt.Errorf("kallsyms_offsets: %w", err)
-	}
 	// With CONFIG_KALLSYMS_ABSOLUTE_PERCPU (x86_64 SMP before 6.15) a
 	// non-negative offset is an absolute value (a per-cpu symbol's offset
 	// in the per-cpu area) and a negative one encodes base-1-offset; every
 	// text symbol is then negative. Without it every offset is relative.
+	// The offsets are read a page at a time, not kept: only the wanted
+	// symbols' are read again.
 	absPercpu := false
-	for i := range n {
-		if int32(binary.LittleEndian.Uint32(offsets[4*i:])) < 0 {
+	offs := &virtStream{r: r, at: addr["kallsyms_offsets"]}
+	for range n {
+		var o [4]byte
+		for j := range o {
+			b, err := offs.byte()
+			if err != nil {
+				return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+			}
+			o[j] = b
+		}
+		if int32(binary.LittleEndian.Uint32(o[:])) < 0 {
 			absPercpu = true
 			break
 		}
@@ -120,7 +127,10 @@ func readKallsyms(vi *kernel.VMCOREINFO, r kernel.VirtReader, want ...string) (s
 		if len(name) < 2 || !wanted[string(name[1:])] {
 			continue
 		}
-		off := int32(binary.LittleEndian.Uint32(offsets[4*i:]))
+		if err := r.ReadVirt(addr["kallsyms_offsets"]+4*uint64(i), b4[:]); err != nil {
+			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+		}
+		off := int32(binary.LittleEndian.Uint32(b4[:]))
 		var a uint64
 		switch {
 		case !absPercpu:

@@ -71,8 +71,8 @@ func (s *Set) Bitmap(n uint64) *bitmap.Bitmap {
 const slabMissing = "the slab pages of the task list, the tasks' mm and files and the slab caches (ps, bt of other tasks, kmem -s): reached through task_struct, mm_struct and kmem_cache offsets that VMCOREINFO does not export; a vmlinux (-x) would give them"
 
 // nonCanonicalStep is how far the walk moves past a non-canonical
-// address (x86_64 4-level paging below 0xffff800000000000): a top-level
-// slot of 4-level paging.
+// address where no canonical one is found above it (canonicalAbove): a
+// top-level slot of 4-level paging.
 const nonCanonicalStep = 1 << 39
 
 // maxLookups bounds the page-table walk of the kernel's address space
@@ -86,7 +86,7 @@ func Find(m Memory, vi *kernel.VMCOREINFO) (*Set, error) {
 	if vi == nil {
 		return nil, errors.New("priority: the dump has no VMCOREINFO")
 	}
-	f := &finder{m: m, vi: vi, page: uint64(vi.PageSize()), seen: map[uint64]bool{}, s: &Set{}}
+	f := &finder{m: m, vi: vi, page: uint64(vi.PageSize()), s: &Set{}}
 	if f.page == 0 || f.page&(f.page-1) != 0 {
 		return nil, fmt.Errorf("priority: page size %d", f.page)
 	}
@@ -154,8 +154,13 @@ type finder struct {
 	tr   *kernel.Translator
 	rec  *recorder
 	page uint64
-	seen map[uint64]bool // pfns in an earlier class
-	cur  []uint64        // the class being found
+	// seen are the pfns of the earlier classes, sorted; cur, the class
+	// being found, as added (sorted, each once and none in seen, by
+	// class). Slices, not a map or a machine-sized bitmap: the set is
+	// small, and its search leaves little garbage for the copy pass's
+	// collector (issue 21's acceptance 3).
+	seen []uint64
+	cur  []uint64
 	s    *Set
 }
 
@@ -164,13 +169,7 @@ func (f *finder) missing(format string, a ...any) {
 }
 
 // add puts the page holding paddr in the current class.
-func (f *finder) add(paddr uint64) {
-	pfn := paddr / f.page
-	if !f.seen[pfn] {
-		f.seen[pfn] = true
-		f.cur = append(f.cur, pfn)
-	}
-}
+func (f *finder) add(paddr uint64) { f.cur = append(f.cur, paddr/f.page) }
 
 func (f *finder) take(pfns []uint64) {
 	for _, p := range pfns {
@@ -178,11 +177,23 @@ func (f *finder) take(pfns []uint64) {
 	}
 }
 
-// class closes the current class.
+// class closes the current class: its pages sorted, each once, less
+// those of the earlier classes.
 func (f *finder) class(name string) {
 	slices.Sort(f.cur)
-	f.s.Classes = append(f.s.Classes, Class{Name: name, Pfns: f.cur})
-	f.cur = nil
+	pfns := slices.Compact(f.cur)
+	k := 0
+	for _, p := range pfns {
+		if _, in := slices.BinarySearch(f.seen, p); !in {
+			pfns[k] = p
+			k++
+		}
+	}
+	pfns = slices.Clone(pfns[:k])
+	f.s.Classes = append(f.s.Classes, Class{Name: name, Pfns: pfns})
+	f.seen = append(f.seen, pfns...)
+	slices.Sort(f.seen)
+	f.cur = f.cur[:0] // reused by the next class
 }
 
 // virt puts the pages of [va, va+n) of kernel virtual memory in the
@@ -212,14 +223,18 @@ func (f *finder) tables() {
 	va := f.tr.KernelSpaceStart()
 	for n := 0; n < maxLookups; n++ {
 		step := f.page
-		m, err := f.tr.Lookup(va)
-		var te *kernel.TranslationError
+		// Step, not Lookup: an empty entry costs no allocation.
+		m, span, err := f.tr.Step(va)
 		switch {
 		case err == nil:
 			step = m.PageSize
-		case errors.As(err, &te) && te.Span > 0:
-			step = te.Span
+		case span > 0:
+			step = span
 		case errors.Is(err, kernel.ErrNonCanonical):
+			if c, ok := f.canonicalAbove(va); ok {
+				va = c
+				continue
+			}
 			step = nonCanonicalStep
 		}
 		if step == f.page {
@@ -232,6 +247,25 @@ func (f *finder) tables() {
 		va = next
 	}
 	f.missing("page tables: the walk stopped after %d steps at %#x", maxLookups, va)
+}
+
+// canonicalAbove is the lowest canonical address above the non-canonical
+// va. The kernel's canonical addresses are the top of the address space,
+// [-2^k, 0) for the geometry's k (x86_64 4-level paging: k = 47, where
+// KernelSpaceStart is 5-level paging's -2^56), so it is the first of
+// -2^63, -2^62, ... above va that Lookup does not call non-canonical:
+// at most 64 lookups instead of one per 512 GiB (130816 of them).
+func (f *finder) canonicalAbove(va uint64) (uint64, bool) {
+	for k := 63; k > 0; k-- {
+		c := ^uint64(0) << k
+		if c <= va {
+			continue
+		}
+		if _, _, err := f.tr.Step(c); !errors.Is(err, kernel.ErrNonCanonical) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // imageStart is how far below _stext the walk of the kernel image starts:

@@ -32,6 +32,8 @@ import (
 var progName = "pagepipe"
 
 func main() {
+	avail, _ := dump.AvailableMemory() // 0 when unknown: the floor
+	collectWhenLarge(gcLimitFor(avail), os.Getenv)
 	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
 		progName = name
 	}

@@ -63,6 +63,17 @@ func Process() Usage {
 	return rusage(unix.RUSAGE_SELF)
 }
 
+// Faults is the process's minor page faults so far: on the virtual
+// machines here a fault costs 20-30 µs of CPU time, so they are part of
+// what the stages cost (docs/scaling.md).
+func Faults() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0 // cannot fail for these arguments
+	}
+	return ru.Minflt
+}
+
 func rusage(who int) Usage {
 	var ru unix.Rusage
 	if err := unix.Getrusage(who, &ru); err != nil {
@@ -94,10 +105,55 @@ func (c *Counter) Load() Usage {
 // function that, deferred, adds the thread's CPU time since then to c and
 // unlocks it.
 func (c *Counter) Measure() func() {
+	m := c.Start()
+	return m.Stop
+}
+
+// Start locks the calling goroutine to its OS thread and starts measuring
+// its CPU time into c, until Stop.
+func (c *Counter) Start() *Meter {
 	runtime.LockOSThread()
-	t := Thread()
-	return func() {
-		c.Add(Thread().Sub(t))
-		runtime.UnlockOSThread()
+	return &Meter{c: c, start: Thread(), yielded: time.Now()}
+}
+
+// Meter measures one goroutine's CPU time on its OS thread (Counter.Start).
+type Meter struct {
+	c       *Counter
+	start   Usage
+	yielded time.Time
+	yields  int
+}
+
+// Stop adds the thread's CPU time since Start (or the last yield) to the
+// counter and unlocks the goroutine from its thread.
+func (m *Meter) Stop() {
+	m.c.Add(Thread().Sub(m.start))
+	runtime.UnlockOSThread()
+}
+
+// YieldAfter is how long a measured goroutine runs before Pace gives it
+// back to the scheduler: under the runtime's 10 ms time slice.
+const YieldAfter = 5 * time.Millisecond
+
+// Pace, called between units of work, yields to the scheduler once the
+// goroutine has run YieldAfter since it last did. The Go runtime preempts
+// a goroutine that runs 10 ms without rescheduling; one preempted in a
+// system call has its P taken and handed to another thread, and the
+// runtime's monitor goes back to polling every 20 µs for the next
+// millisecond and more: on one CPU, 50 to 80 wake-ups of the monitor per
+// 10 ms of a copy worker's work (docs/scaling.md). A locked goroutine
+// cannot yield without handing its P to another thread and back, so Pace
+// adds the thread's time so far to the counter, unlocks, yields (on the
+// same thread when nothing else is runnable), locks again and goes on
+// measuring on whichever thread it runs.
+func (m *Meter) Pace() {
+	if time.Since(m.yielded) < YieldAfter {
+		return
 	}
+	m.c.Add(Thread().Sub(m.start))
+	runtime.UnlockOSThread()
+	runtime.Gosched()
+	runtime.LockOSThread()
+	m.start, m.yielded = Thread(), time.Now()
+	m.yields++
 }
