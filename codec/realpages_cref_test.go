@@ -8,6 +8,7 @@ import (
 
 	"pagepipe/codec"
 	"pagepipe/codec/internal/cref"
+	"pagepipe/internal/realsample"
 )
 
 func init() {
@@ -32,7 +33,7 @@ func init() {
 // check of the wrappers the benchmarks time), and for LZO the Go stream is
 // byte for byte the one liblzo2 writes.
 func TestRealPagesDecodeWithC(t *testing.T) {
-	pages := realPages(t).pages
+	pages := realsample.Get(t).Pages
 	dec := cref.NewDecompressor()
 	defer dec.Close()
 	// First with room past the page: a stream that expands to more than

@@ -1,10 +1,7 @@
 package codec_test
 
 import (
-	"context"
-	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,99 +9,9 @@ import (
 
 	"pagepipe/codec"
 	"pagepipe/codec/lzo"
-	"pagepipe/filter"
-	"pagepipe/internal/fixture"
+	"pagepipe/internal/realsample"
 	"pagepipe/kdumpfmt"
-	"pagepipe/kernel"
-	"pagepipe/source"
 )
-
-// realSampleSize is how many pages the real-page benchmarks and tests
-// compress: 16 MiB.
-const realSampleSize = 4096
-
-// realSample is a deterministic sample of the pages makedumpfile -d 31
-// compresses in the real fixture: the dumpable pages at dump level 31 that
-// are not all zero (zero pages share one raw descriptor and are never
-// compressed), taken evenly over pfn order.
-type realSample struct {
-	pages    [][]byte // pageSize bytes each, in pfn order
-	dumpable uint64   // pages dump level 31 keeps, zero pages included
-	nonZero  uint64   // of those, the ones not all zero: what is compressed
-}
-
-var (
-	realMu  sync.Mutex
-	realSet *realSample
-)
-
-// realPages returns the sample of the real fixture, made once per test
-// binary. Making the fixture, if it is not cached, takes about half a
-// minute.
-func realPages(tb testing.TB) *realSample {
-	tb.Helper()
-	realMu.Lock()
-	defer realMu.Unlock()
-	if realSet == nil {
-		paths := fixture.Real(tb, fixture.Options{})
-		s, err := sampleVmcore(paths.Vmcore, realSampleSize)
-		if err != nil {
-			tb.Fatalf("sample %s: %v", paths.Vmcore, err)
-		}
-		realSet = s
-	}
-	return realSet
-}
-
-// sampleVmcore takes n pages from the vmcore at path, as realSample
-// describes.
-func sampleVmcore(path string, n int) (*realSample, error) {
-	v, err := source.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
-	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
-	if err != nil {
-		return nil, err
-	}
-	k, err := filter.OpenKernel(vi, v, v.Pfns())
-	if err != nil {
-		return nil, err
-	}
-	plan, err := filter.NewPlan(context.Background(), v, filter.MaxLevel, k, 1, source.PartialPages{}, 0)
-	if err != nil {
-		return nil, err
-	}
-	r := v.NewReader(source.DefaultMapSize, true)
-	defer r.Close()
-
-	var pfns []uint64 // the pages -d 31 compresses
-	for pfn := plan.Dumpable.NextSet(0); pfn < plan.Dumpable.Len(); pfn = plan.Dumpable.NextSet(pfn + 1) {
-		page, err := r.Page(pfn)
-		if err != nil {
-			return nil, err
-		}
-		if !filter.IsZero(page) {
-			pfns = append(pfns, pfn)
-		}
-	}
-	if len(pfns) < n {
-		return nil, fmt.Errorf("only %d non-zero dumpable pages, want %d", len(pfns), n)
-	}
-	s := &realSample{dumpable: plan.NumDumpable, nonZero: uint64(len(pfns))}
-	buf := make([]byte, n*pageSize)
-	for i := range n {
-		page, err := r.Page(pfns[i*len(pfns)/n])
-		if err != nil {
-			return nil, err
-		}
-		p := buf[i*pageSize : (i+1)*pageSize : (i+1)*pageSize]
-		copy(p, page)
-		s.pages = append(s.pages, p)
-	}
-	return s, nil
-}
 
 // pageCompressor is what the benchmarks time: a codec.Compressor, or a C
 // library's compressor when the test binary is built with them.
@@ -138,9 +45,9 @@ func storedSize(out []byte) int {
 //
 //	go test -tags lzo2 -run '^$' -bench RealPages ./codec/
 func BenchmarkRealPages(b *testing.B) {
-	sample := realPages(b)
-	b.Logf("sample: %d of the %d non-zero pages of the %d that -d 31 keeps", len(sample.pages), sample.nonZero, sample.dumpable)
-	benchCodecs(b, sample.pages)
+	sample := realsample.Get(b)
+	b.Logf("sample: %d of the %d non-zero pages of the %d that -d 31 keeps", len(sample.Pages), sample.NonZero, sample.Dumpable)
+	benchCodecs(b, sample.Pages)
 }
 
 // BenchmarkIncompressiblePages is BenchmarkRealPages on the pages of the
@@ -150,15 +57,15 @@ func BenchmarkRealPages(b *testing.B) {
 //
 //	go test -tags lzo2 -run '^$' -bench IncompressiblePages ./codec/
 func BenchmarkIncompressiblePages(b *testing.B) {
-	sample := realPages(b)
+	sample := realsample.Get(b)
 	var c lzo.Compressor
 	var raw [][]byte
-	for _, p := range sample.pages {
+	for _, p := range sample.Pages {
 		if len(c.Compress(nil, p)) >= pageSize {
 			raw = append(raw, p)
 		}
 	}
-	b.Logf("%d of the %d sampled pages do not shrink", len(raw), len(sample.pages))
+	b.Logf("%d of the %d sampled pages do not shrink", len(raw), len(sample.Pages))
 	if len(raw) == 0 {
 		b.Fatal("no incompressible page in the sample")
 	}
@@ -172,7 +79,7 @@ func BenchmarkIncompressiblePages(b *testing.B) {
 //
 //	go test -run '^$' -bench ZstdLiterals ./codec/
 func BenchmarkZstdLiterals(b *testing.B) {
-	pages := realPages(b).pages
+	pages := realsample.Get(b).Pages
 	zstd, err := codec.ByFlag(kdumpfmt.StatusZstd)
 	if err != nil {
 		b.Fatal(err)

@@ -67,6 +67,13 @@ type Compressor struct {
 // for the same input. Compress does not allocate when cap(dst) >=
 // MaxCompressedLen(len(src)).
 func (c *Compressor) Compress(dst, src []byte) []byte {
+	return c.compress(dst, src, (*Compressor).compressBlockFast)
+}
+
+// compress is Compress with the function that compresses one block:
+// compressBlockFast, or compressBlock for the tests that check the
+// assembly against it.
+func (c *Compressor) compress(dst, src []byte, block func(c *Compressor, dst []byte, op int, src []byte, start, end, carry int) (int, int)) []byte {
 	need := MaxCompressedLen(len(src))
 	if cap(dst) < need {
 		dst = make([]byte, need)
@@ -84,7 +91,7 @@ func (c *Compressor) Compress(dst, src []byte) []byte {
 			break
 		}
 		clear(c.dict[:])
-		op, pending = c.compressBlock(dst, op, src, pos, end, pending)
+		op, pending = block(c, dst, op, src, pos, end, pending)
 		pos = end
 	}
 	pending += len(src) - pos
@@ -152,6 +159,10 @@ func putLongLength(dst []byte, op int, inst byte, rest int) int {
 // The reads of the input go through load32 and load64, without the
 // bounds checks that took about 6 % of the time; the invariants noted
 // where they are keep every one within src. Writes to dst stay checked.
+//
+// On amd64 Compress uses compressBlockAMD64 instead (lzo_amd64.s), which
+// follows this function step by step and must write the same bytes
+// (TestAsmSameAsGo): a change here must be made there too.
 func (c *Compressor) compressBlock(dst []byte, op int, src []byte, start, end, carry int) (int, int) {
 	dict := &c.dict
 	in := src[start:end]

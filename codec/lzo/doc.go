@@ -1,5 +1,6 @@
 // Package lzo implements the LZO1X-1 compressor and a safe LZO1X
-// decompressor in pure Go.
+// decompressor without cgo: pure Go, with the compressor's block encoder
+// also in amd64 assembly (lzo_amd64.s; -tags purego leaves it out).
 //
 // makedumpfile's -l option stores each page of a kdump-compressed dump as
 // a raw LZO1X stream made by liblzo2's lzo1x_1_compress, with no header,

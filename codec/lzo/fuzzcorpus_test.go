@@ -33,7 +33,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 	inputs = append(inputs, fuzzcorpus.Seed{Name: "needle", Args: []any{needleInput(1, 3, 9, 0x4001)[:4096]}})
-	for _, target := range []string{"FuzzRoundTrip", "FuzzGoCompressCDecompress", "FuzzSameStreamsAsLiblzo2"} {
+	for _, target := range []string{"FuzzRoundTrip", "FuzzAsmSameAsGo", "FuzzGoCompressCDecompress", "FuzzSameStreamsAsLiblzo2"} {
 		fuzzcorpus.Check(t, target, inputs)
 	}
 
