@@ -289,20 +289,7 @@ func TestOrder(t *testing.T) {
 // mem_section), the page tables and the image are found, each page once;
 // the classes VMCOREINFO cannot reach there are said.
 func TestFindKernelMachine(t *testing.T) {
-	path := t.TempDir() + "/vmcore"
-	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 32)); err != nil {
-		t.Fatal(err)
-	}
-	v, err := source.OpenMemory(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	notes, _, off, size := v.Notes()
-	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, vi := kernelMachine(t)
 	s, err := Find(v, vi)
 	if err != nil {
 		t.Fatal(err)
@@ -342,20 +329,7 @@ func TestFindKernelMachine(t *testing.T) {
 // error for every empty entry and every 512 GiB of the non-canonical
 // hole) made 267 398.
 func TestFindAllocations(t *testing.T) {
-	path := t.TempDir() + "/vmcore"
-	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 32)); err != nil {
-		t.Fatal(err)
-	}
-	v, err := source.OpenMemory(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	notes, _, off, size := v.Notes()
-	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, vi := kernelMachine(t)
 	n := testing.AllocsPerRun(3, func() {
 		if _, err := Find(v, vi); err != nil {
 			t.Fatal(err)
@@ -365,4 +339,26 @@ func TestFindAllocations(t *testing.T) {
 		t.Errorf("Find makes %.0f allocations", n)
 	}
 	t.Logf("Find makes %.0f allocations", n)
+}
+
+// kernelMachine is a generated 6.1 machine of 32 MiB with page tables, a
+// kernel image and mem_section (synth.KernelMachine), open, and its
+// VMCOREINFO; it is closed when the test ends.
+func kernelMachine(t *testing.T) (source.Memory, *kernel.VMCOREINFO) {
+	t.Helper()
+	path := t.TempDir() + "/vmcore"
+	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 32)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := source.OpenMemory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	notes, _, off, size := v.Notes()
+	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, vi
 }

@@ -50,7 +50,7 @@ func collectWhenLarge(limit int64, getenv func(string) string) {
 	gcOrdinary.Store(false)
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(limit)
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	live := []metrics.Sample{{Name: heapLive}}
 	// A finalizer runs after the collection that found its object
 	// unreachable: each one checks the live heap and arms the next.
 	var arm func()

@@ -61,11 +61,7 @@ func checkSameAsGo(tb testing.TB, c *lzo.Compressor, g *guarded, in []byte) {
 func TestAsmSameAsGo(t *testing.T) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	ins := asmInputs()
-	size := 0
-	for _, in := range ins {
-		size = max(size, len(in))
-	}
-	g := newGuarded(t, size)
+	g := newGuardedFor(t, ins)
 	var c lzo.Compressor
 	for _, in := range ins {
 		checkSameAsGo(t, &c, g, in)

@@ -20,6 +20,16 @@ type guarded struct {
 	room []byte // between the guards
 }
 
+// newGuardedFor is newGuarded with room for the longest of ins.
+func newGuardedFor(tb testing.TB, ins [][]byte) *guarded {
+	tb.Helper()
+	size := 0
+	for _, in := range ins {
+		size = max(size, len(in))
+	}
+	return newGuarded(tb, size)
+}
+
 func newGuarded(tb testing.TB, size int) *guarded {
 	tb.Helper()
 	ps := unix.Getpagesize()
@@ -68,11 +78,7 @@ func TestReadsStayInInput(t *testing.T) {
 		ins = append(ins, randBytes(uint64(n), n), make([]byte, n))
 	}
 	ins = append(ins, pageSet()...)
-	size := 0
-	for _, in := range ins {
-		size = max(size, len(in))
-	}
-	g := newGuarded(t, size)
+	g := newGuardedFor(t, ins)
 	var c lzo.Compressor
 	for i, in := range ins {
 		for _, place := range []func([]byte) []byte{g.atEnd, g.atStart} {

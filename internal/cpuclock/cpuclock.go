@@ -66,20 +66,19 @@ func Process() Usage {
 // Faults is the process's minor page faults so far: on the virtual
 // machines here a fault costs 20-30 µs of CPU time, so they are part of
 // what the stages cost (docs/scaling.md).
-func Faults() int64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0 // cannot fail for these arguments
-	}
-	return ru.Minflt
-}
+func Faults() int64 { return getrusage(unix.RUSAGE_SELF).Minflt }
 
 func rusage(who int) Usage {
+	ru := getrusage(who)
+	return Usage{User: timeval(ru.Utime), Sys: timeval(ru.Stime)}
+}
+
+func getrusage(who int) unix.Rusage {
 	var ru unix.Rusage
 	if err := unix.Getrusage(who, &ru); err != nil {
-		return Usage{} // cannot fail for these arguments
+		return unix.Rusage{} // cannot fail for these arguments
 	}
-	return Usage{User: timeval(ru.Utime), Sys: timeval(ru.Stime)}
+	return ru
 }
 
 func timeval(tv unix.Timeval) time.Duration {
