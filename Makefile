@@ -80,7 +80,7 @@ bench-scaling: build deps
 # fixture at -d 31 with -l, -c and -z against sid's makedumpfile 1.7.8.
 bench-serial: build deps
 	./$(BENCHBIN) --vs "$$(fixtures/peer.sh makedumpfile-sid | tail -n 1)" --workers 1 --cpus 1 --codec l,c,z \
-		--dump-level 31 --runs 5 --out docs/scaling/issue16 "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore"
+		--dump-level 31 --runs 7 --out docs/scaling/issue16 "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore"
 
 # Peak RSS at 4 workers on generated machines of 1 GiB to 4 TiB, default
 # budget and --cyclic-buffer 8192, and the page scan beside makedumpfile's.

@@ -157,7 +157,7 @@ func fakeRun(workers int, cpus []int, cores, s, p float64, round int) Run {
 		Round:  round, Wall: wall, User: 0.9 * (s + p), Sys: 0.1 * (s + p), MaxRSSKiB: 40 << 10,
 		FilterWall: 0.1, CopyWall: wall - 0.1,
 		Stages:  Stages{Read: 0.2 * p, Compress: 0.7 * p, Filter: 0.1*p + 0.05*s, Reorder: 0.1 * s, Write: 0.5 * s, Other: 0.35 * s},
-		ScanCPU: 0.1 * p, BytesIn: 1 << 30, BytesOut: 50 << 20, BytesRead: 140 << 20, Dumped: 35840,
+		ScanCPU: 0.1 * p, Fixed: 0.2 * s, BytesIn: 1 << 30, BytesOut: 50 << 20, BytesRead: 140 << 20, Dumped: 35840,
 	}
 }
 
@@ -188,6 +188,21 @@ func TestModel(t *testing.T) {
 	if s16, s64 := md.SpeedUp(16), md.SpeedUp(64); math.Abs(s16-4) > 1e-9 || math.Abs(s64-1/(0.2+0.8/64)) > 1e-9 {
 		t.Errorf("speed-ups %v at 16, %v at 64", s16, s64)
 	}
+	// On CPU alone the same, with the I/O ceiling out of the way; without
+	// the fixed part (a tenth of the serial CPU) the serial fraction is
+	// 0.9/4.9.
+	md.Fixed = 0.1
+	if s16 := md.CPUSpeedUp(16); math.Abs(s16-4) > 1e-9 {
+		t.Errorf("CPU speed-up %v at 16", s16)
+	}
+	g := md.Grown()
+	if f := g.SerialFraction(); math.Abs(f-0.9/4.9) > 1e-9 || g.Fixed != 0 {
+		t.Errorf("grown: serial fraction %v, fixed %v", f, g.Fixed)
+	}
+	if s16 := g.CPUSpeedUp(16); math.Abs(s16-4.9/(0.9+4.0/16)) > 1e-9 {
+		t.Errorf("grown: CPU speed-up %v at 16", s16)
+	}
+	md.Fixed = 0
 	// The I/O ceiling: the source gives 1 GB in 0.5 s at best.
 	md.Serial = 0.1
 	if w, b := md.Wall(64, 64); w != 0.5 || b != "io" {
@@ -276,8 +291,8 @@ func TestTablesShapes(t *testing.T) {
 		`(?m)^\[model\]`,
 		`This is a model, not a measurement`,
 		`(?m)^\s*64\s+\d+\s+\d+\s+cpu\s*$`,
-		`(?m)^\[serial\].*\n\s*codec\s+level\s+CPUs\s+wall ratio\s+CPU ratio\s+serial \(CPU s\)\s+serial fraction\s+model 16\s+model 64`,
-		`(?m)^\s*-c\s+31\s+0\s+0\.33\s+\S+\s+[0-9.]+\s+[0-9.]+ %\s+[0-9.]+x\s+[0-9.]+x\s+cpu\s*$`,
+		`(?m)^\[serial\].*\n\s*codec\s+level\s+CPUs\s+wall ratio\s+CPU ratio\s+serial \(CPU s\)\s+fixed \(CPU s\)\s+serial fraction\s+model 16\s+model 64\s+growing serial\s+grown 16\s+bound at 64`,
+		`(?m)^\s*-c\s+31\s+0\s+0\.33\s+\S+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+ %\s+[0-9.]+x\s+[0-9.]+x\s+[0-9.]+ %\s+[0-9.]+x\s+cpu\s*$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no match for %s in:\n%s", re, out)

@@ -35,6 +35,9 @@ type Model struct {
 	// Parallel and Serial are CPU seconds of the whole job.
 	Parallel float64 `json:"parallel_cpu_s"`
 	Serial   float64 `json:"serial_cpu_s"`
+	// Fixed is the part of Serial outside the filter and copy passes
+	// (start, setup, exit): the same for a small dump as for a large one.
+	Fixed float64 `json:"fixed_cpu_s"`
 	// Pages the copy pass handled, for the per-page costs.
 	Dumped    uint64  `json:"pages_dumped"`
 	BytesIn   int64   `json:"bytes_in"`
@@ -61,6 +64,7 @@ func Fit(sums []Summary, m Machine) (Model, error) {
 		st := s.Stages
 		md.Parallel += st.Read + st.Compress + st.Store + s.ScanCPU
 		md.Serial += st.Reorder + st.Write + (st.Filter - s.ScanCPU) + st.Other
+		md.Fixed += s.Fixed
 		md.FitWorkers = append(md.FitWorkers, s.Workers)
 		md.BytesIn, md.BytesRead, md.BytesOut = s.BytesIn, s.BytesRead, s.BytesOut
 		md.Dumped = s.Dumped
@@ -68,6 +72,7 @@ func Fit(sums []Summary, m Machine) (Model, error) {
 	n := float64(len(sums))
 	md.Parallel /= n
 	md.Serial /= n
+	md.Fixed /= n
 	sort.Ints(md.FitWorkers)
 	return md, nil
 }
@@ -97,6 +102,27 @@ func (md Model) SpeedUp(n int) float64 {
 	w1, _ := md.Wall(1, 1)
 	wn, _ := md.Wall(n, float64(n))
 	return w1 / wn
+}
+
+// CPUSpeedUp is SpeedUp on CPU alone (Amdahl's law: no I/O ceiling), the
+// speed-up the serial part allows: serial + parallel over serial +
+// parallel / n.
+func (md Model) CPUSpeedUp(n int) float64 {
+	t := md.Serial + md.Parallel
+	if t <= 0 || n < 1 {
+		return 1
+	}
+	return t / (md.Serial + md.Parallel/float64(n))
+}
+
+// Grown is the model of a dump so much larger than this one that the fixed
+// cost no longer counts: every other cost grows with the pages dumped, so
+// the fractions are the per-page ones. Its SerialFraction and CPUSpeedUp
+// are the limits a growing dump approaches.
+func (md Model) Grown() Model {
+	g := md
+	g.Serial, g.Fixed = md.Serial-md.Fixed, 0
+	return g
 }
 
 // Throughput is the predicted memory MB per wall second.

@@ -57,6 +57,11 @@ type Run struct {
 	// CPU per stage: pagepipe only (makedumpfile's are zero).
 	Stages  Stages  `json:"stage_cpu_s"`
 	ScanCPU float64 `json:"filter_scan_cpu_s"` // the parallel part of Stages.Filter
+	// Fixed is the part of Stages.Other outside the filter and copy
+	// passes: process and runtime start, options, opening the vmcore,
+	// headers and bitmaps, the report, exit. It does not grow with the
+	// dump, where the rest of the serial part does.
+	Fixed float64 `json:"fixed_cpu_s"`
 	// BytesIn is the crashed machine's memory (pages with data × page size),
 	// the same for both programs; BytesOut is the dump's size.
 	BytesIn  int64 `json:"bytes_in"`
@@ -118,6 +123,7 @@ type Summary struct {
 	Throughput Stat    `json:"throughput_mbps"` // memory MB per wall second
 	Stages     Stages  `json:"stage_cpu_s"`     // medians
 	ScanCPU    float64 `json:"filter_scan_cpu_s"`
+	Fixed      float64 `json:"fixed_cpu_s"`
 	BytesIn    int64   `json:"bytes_in"`
 	BytesOut   int64   `json:"bytes_out"`
 	BytesRead  int64   `json:"bytes_read"`
@@ -162,6 +168,7 @@ func Summarize(runs []Run) []Summary {
 			Throughput: col(Run.Throughput),
 			Stages:     Stages{stage(0), stage(1), stage(2), stage(3), stage(4), stage(5), stage(6)},
 			ScanCPU:    col(func(r Run) float64 { return r.ScanCPU }).Median,
+			Fixed:      col(func(r Run) float64 { return r.Fixed }).Median,
 			BytesIn:    last.BytesIn,
 			BytesOut:   last.BytesOut,
 			BytesRead:  last.BytesRead,

@@ -171,6 +171,8 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	// Whatever the stages do not account for: setup, the runtime during
 	// the copy (garbage collection, scheduling), the report, exit.
 	run.Stages.Other = run.CPU() - run.Stages.Filter - run.Stages.Read - run.Stages.Compress - run.Stages.Reorder - run.Stages.Write - run.Stages.Store
+	// Of it, what lies outside both passes: a fixed cost.
+	run.Fixed = max(run.CPU()-cs.FilterCPU-cs.CopyCPU, 0)
 	return run, nil
 }
 
