@@ -70,7 +70,7 @@ func (k *Kdump) Abort() error {
 	// whose descriptors went to their slots (ordered.go).
 	var prio []pfnDesc
 	if k.prio != nil {
-		prio = k.prio.descs
+		prio = k.priorityTail(onDisk)
 	}
 	if err := k.cutDumpable(onDisk, prio); err != nil {
 		return err
@@ -95,6 +95,34 @@ func (k *Kdump) abortPlaced() error {
 		return err
 	}
 	return k.markIncomplete()
+}
+
+// priorityTail writes, for a prioritised file written in order cut with
+// its first n descriptors in pfn order on disk, the descriptors of the
+// landed priority pages past those next, packed as the cut bitmap ranks
+// them (they were at their slots in the whole bitmap), and returns them;
+// none where the write fails, the pages then being lost.
+func (k *Kdump) priorityTail(n uint64) []pfnDesc {
+	p := k.prio
+	p.sort()
+	m := k.meta.Dumpable
+	lo, hi := p.lo, p.hi
+	front := m.NextSet(lo)
+	for i := uint64(0); i < n && front < hi; i++ {
+		front = m.NextSet(front + 1)
+	}
+	var tail []pfnDesc
+	var b []byte
+	for _, d := range p.descs {
+		if d.pfn >= front && d.pfn < hi {
+			tail = append(tail, d)
+			b = append(b, d.desc[:]...)
+		}
+	}
+	if k.writeAt(b, k.layout.Descs+n*kdumpfmt.PageDescSize) != nil {
+		return nil
+	}
+	return tail
 }
 
 // cutDumpable rewrites the 2nd bitmap keeping only the first n dumped pfns
