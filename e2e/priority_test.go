@@ -125,6 +125,51 @@ func TestRealPriority(t *testing.T) {
 	}
 }
 
+// Issue 21, -F: piped (| cat), the flattened stream is prioritised by
+// default; rebuilt by pagepipe -R it is the prioritised file byte for
+// byte, and cut at 30 % of its bytes (a reader's full disk, a stopped
+// pipe) and rebuilt, it is a dump marked incomplete that holds the whole
+// priority set and in which crash --zero_excluded runs sys and the whole
+// log (one crash session; the KASLR fixture).
+func TestRealPriorityFlattened(t *testing.T) {
+	fx := realVmcore(t)
+	vmlinux := fixture.DebugVmlinux(t)
+	prio := dump(t, "pagepipe", fx.Vmcore, "-l", "-d", "31", "--priority")
+	_, _, held := priorityReport(t, prio)
+	dir := t.TempDir()
+	flat, whole := filepath.Join(dir, "flat"), filepath.Join(dir, "whole")
+	pipe(t, bin+" -F -l -d 31 "+fx.Vmcore+" | cat > "+flat)
+	pipe(t, bin+" -R "+whole+" < "+flat)
+	equalFiles(t, whole, prio)
+
+	stream := readFile(t, flat)
+	cutStream, out := filepath.Join(dir, "cut.flat"), filepath.Join(dir, "cut")
+	if err := os.WriteFile(cutStream, stream[:len(stream)*30/100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-R", out)
+	in, err := os.Open(cutStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd.Stdin = in
+	b, err := cmd.CombinedOutput()
+	exitedIncomplete(t, err, b)
+	verify(t, fx.Vmcore, out)
+	report, _ := execOut(bin, "inspect", out)
+	m := priorityLine.FindStringSubmatch(report)
+	if m == nil || m[2] != strconv.FormatUint(held, 10) || !strings.Contains(report, "INCOMPLETE") {
+		t.Errorf("the rebuilt 30 %% cut: want INCOMPLETE and %d priority pages:\n%s", held, report)
+	}
+	got, _ := judge.CrashRun([]string{"--zero_excluded"}, vmlinux, out, marked([]string{"sys", "log"})...)
+	sec := crashSections(got)
+	if !strings.Contains(sec["sys"], "RELEASE: ") || !logComplete(t, fx, sec["log"]) {
+		t.Errorf("crash on the rebuilt 30 %% cut of the stream: sys or log fails:\n%s", head(got, 40))
+	}
+	t.Logf("-F stream of %d bytes cut at 30 %%, rebuilt: %d bytes, %d priority pages", len(stream), fileSize(t, out), held)
+}
+
 // sysAndLog says whether crash's sys and log (the whole console log) work
 // on the prioritised dump of fx cut by -L at limit bytes.
 func sysAndLog(t *testing.T, fx fixture.Paths, vmlinux string, limit int64) bool {
