@@ -150,6 +150,7 @@ var (
 //   - debug lines about steps pagepipe does not take: probing for a sadump
 //     disk, sizing the cyclic buffer, probing mmap, and, for --dump-dmesg,
 //     finding the nodes and the mem_map, which the log does not need.
+//
 // ppOnly are pagepipe's own lines: the progress line a prioritised dump
 // (issue 21: -F into a pipe, as the distributions' scripts write it)
 // prints before the copy pass.
