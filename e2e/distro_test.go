@@ -150,13 +150,12 @@ var (
 //   - debug lines about steps pagepipe does not take: probing for a sadump
 //     disk, sizing the cyclic buffer, probing mmap, and, for --dump-dmesg,
 //     finding the nodes and the mem_map, which the log does not need.
-//
+var mdfOnly = regexp.MustCompile(`^(The kernel version is not supported\.|The makedumpfile operation may be incomplete\.|sadump: .*|There is enough free memory to be done in one cycle\.|Buffer size for the cyclic mode: \d+|num of NODEs : \d+|Memory type  : \S+|\s+mem_map\s+pfn_start\s+pfn_end|mem_map\[ *\d+\] +[0-9a-f]+ +[0-9a-f]+ +[0-9a-f]+|mmap\(\) is available on the kernel\.)$`)
+
 // ppOnly are pagepipe's own lines: the progress line a prioritised dump
 // (issue 21: -F into a pipe, as the distributions' scripts write it)
 // prints before the copy pass.
 var ppOnly = regexp.MustCompile(`^Priority pages first: \d+ pages of \d+ \(.*\)$`)
-
-var mdfOnly = regexp.MustCompile(`^(The kernel version is not supported\.|The makedumpfile operation may be incomplete\.|sadump: .*|There is enough free memory to be done in one cycle\.|Buffer size for the cyclic mode: \d+|num of NODEs : \d+|Memory type  : \S+|\s+mem_map\s+pfn_start\s+pfn_end|mem_map\[ *\d+\] +[0-9a-f]+ +[0-9a-f]+ +[0-9a-f]+|mmap\(\) is available on the kernel\.)$`)
 
 // normalise turns one stream into the lines compared (see the file's
 // comment); repl maps temporary paths to placeholders.
