@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,18 +13,51 @@ import (
 )
 
 // Rearrange rebuilds a dump file from a flattened stream (-R). A stream
-// that is not flattened, or short, leaves no file behind.
+// that is not flattened leaves no file behind. A kdump-compressed stream
+// that ends before its end marker (its writer was stopped, or the disk it
+// went to filled up) is rebuilt as far as it goes into a dump marked
+// incomplete, which is kept (sink.FinishCut), and an IncompleteError says
+// how many pages were lost; one cut before its headers and bitmaps landed,
+// or an ELF stream cut short, leaves no file.
 func Rearrange(stream io.Reader, path string, force bool) error {
 	f, err := createOutput(path, force)
 	if err != nil {
 		return err
 	}
-	if _, err := source.Rearrange(stream, f); err != nil {
+	_, err = source.Rearrange(stream, f)
+	var cut *source.CutError
+	if errors.As(err, &cut) {
+		if err = finishCut(f, path, cut); err == nil || errors.Is(err, ErrIncomplete) {
+			return err
+		}
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(path)
 		return fmt.Errorf("rearrange stdin into %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// finishCut closes f, the file rebuilt from a stream cut short, and
+// leaves it a dump marked incomplete (an IncompleteError), or returns why
+// it cannot be one.
+func finishCut(f *os.File, path string, cut *source.CutError) error {
+	if err := f.Close(); err != nil {
+		return err
+	}
+	rw, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	kept, lost, err := sink.FinishCut(rw, cut.End)
+	if cerr := rw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", cut, err)
+	}
+	return &IncompleteError{Err: fmt.Errorf("%s rebuilt from a flattened stream cut short: %d pages kept, %d lost", path, kept, lost)}
 }
 
 // Reassemble joins split dump files, pagepipe's or makedumpfile's, given

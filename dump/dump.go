@@ -69,8 +69,9 @@ const (
 type Priority int
 
 const (
-	// PriorityAuto prioritises a kdump-compressed file where it may end
-	// early: -L, or an output that is a device or a pipe.
+	// PriorityAuto prioritises a kdump-compressed dump (a file, -F or
+	// --split) where it may end early: -L, or an output that is a device
+	// or a pipe (-F: stdout).
 	PriorityAuto Priority = iota
 	// PriorityOn always prioritises (--priority).
 	PriorityOn
@@ -126,10 +127,11 @@ type Options struct {
 	// Priority decides whether the copy pass writes the pages an
 	// analysis needs first (package priority): a dump cut short then
 	// still opens in crash. PriorityAuto does so for a kdump-compressed
-	// file when -L is given or the output is a device or a pipe, which
-	// may end early; a complete prioritised dump holds the same pages,
-	// bitmaps and descriptors' sizes as the pfn-order one, only its data
-	// offsets differ.
+	// dump (a file, -F, --split) when -L is given or the output is a
+	// device or a pipe, which may end early; a complete prioritised dump
+	// holds the same pages, bitmaps and descriptors' sizes as the
+	// pfn-order one, only its data offsets differ (and a -F stream's
+	// record order: rebuilt, it is the prioritised file).
 	Priority Priority
 	// Program names the program in the messages makedumpfile words with
 	// its own name ("The makedumpfile operation may be incomplete.").
@@ -361,8 +363,8 @@ func (o Options) Check() error {
 	if _, err := codecByName(o.Codec); err != nil {
 		return err
 	}
-	if o.Priority == PriorityOn && (o.Out.Shape != Kdump || o.Out.Stream != nil) {
-		return errors.New("--priority: only a kdump-compressed file is written in priority order (not -E, -F or --split)")
+	if o.Priority == PriorityOn && o.Out.Shape == ELF {
+		return errors.New("--priority: an ELF dump (-E) is written in pfn order; --priority is for kdump-compressed files, -F streams and --split")
 	}
 	if o.Out.Shape == ELF {
 		// ELF holds raw pages; makedumpfile refuses -c/-l/-p/-z with -E too.

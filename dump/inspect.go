@@ -104,7 +104,13 @@ func inspect(d *source.Dump, w io.Writer) error {
 // landed. zeroAt is the shared zero page's offset (-1: none).
 func inspectPriority(d *source.Dump, w io.Writer, zeroAt int64) error {
 	notes, _, off, size := d.Notes()
-	if size == 0 || d.Sub.Split != 0 {
+	if size == 0 {
+		return nil
+	}
+	if d.Sub.Split != 0 {
+		// The set is found by walking the kernel's page tables, which lie
+		// in whichever parts hold their pfns.
+		fmt.Fprintf(w, "priority set    : not looked for in a split file (inspect the dump --reassemble makes)\n")
 		return nil
 	}
 	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])

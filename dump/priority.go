@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"time"
@@ -9,12 +10,14 @@ import (
 )
 
 // prioritised says whether this dump's copy pass writes the priority set
-// first (Options.Priority): only a plain kdump-compressed file (a split
-// dump, an ELF file and a flattened stream are written in pfn order), and
-// by default only where the output may end early.
+// first (Options.Priority): a kdump-compressed file, its flattened stream
+// (-F) or a split dump (an ELF file is written in pfn order), and by
+// default only where the output may end early: -L, or an output that is
+// a device or a pipe (for -F, stdout: a stream redirected into a regular
+// file stays in pfn order, makedumpfile's records).
 func (j *job) prioritised() bool {
 	o := j.o
-	if o.Out.Shape != Kdump || o.Out.Stream != nil || len(o.Out.Paths) != 1 {
+	if o.Out.Shape == ELF {
 		return false
 	}
 	switch o.Priority {
@@ -23,13 +26,36 @@ func (j *job) prioritised() bool {
 	case PriorityOff:
 		return false
 	}
-	return o.Out.SizeLimit > 0 || mayEndEarly(o.Out.Paths[0])
+	if o.Out.SizeLimit > 0 {
+		return true
+	}
+	if o.Out.Stream != nil {
+		return streamMayEndEarly(o.Out.Stream)
+	}
+	for _, p := range o.Out.Paths {
+		if mayEndEarly(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // mayEndEarly: the output is a device or a pipe, whose end the dump does
 // not know beforehand (a regular file, or one not yet made, is not).
 func mayEndEarly(path string) bool {
 	st, err := os.Stat(path)
+	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+}
+
+// streamMayEndEarly: a stream that is a pipe or a device (an *os.File
+// that is not a regular file); a writer of another kind (a test's buffer)
+// is taken not to.
+func streamMayEndEarly(w io.Writer) bool {
+	f, ok := w.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
 	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"pagepipe/pipeline"
+	"pagepipe/priority"
 	"pagepipe/sink"
 )
 
@@ -48,13 +49,16 @@ func (j *job) splitLayout() (layout, error) {
 	if err := distinctFiles(append([]string{j.o.Input}, o.Paths...)); err != nil {
 		return nil, err
 	}
-	return &splitFiles{meta: meta, bounds: bounds}, nil
+	return &splitFiles{meta: meta, bounds: bounds, prio: j.priorityOrder()}, nil
 }
 
-// splitFiles is a split dump before its files exist.
+// splitFiles is a split dump before its files exist; prio, when set, is
+// the copy pass's prioritised order (each part gets its own priority
+// pages first: sink.Split.SetPriority).
 type splitFiles struct {
 	meta   *sink.Meta
 	bounds []uint64
+	prio   *priority.Order
 }
 
 func (l *splitFiles) open(outs []sink.Output) (shape, error) {
@@ -62,10 +66,18 @@ func (l *splitFiles) open(outs []sink.Output) (shape, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.prio != nil {
+		if err := s.SetPriority(l.prio.Set()); err != nil {
+			return nil, err
+		}
+	}
 	return splitShape{s}, nil
 }
 
 func (l *splitFiles) pages() (pipeline.Pfns, uint64, bool) {
+	if l.prio != nil {
+		return l.prio, l.meta.NumDumpable, false
+	}
 	return l.meta.Dumpable.Cursor(), l.meta.NumDumpable, false
 }
 
@@ -75,8 +87,8 @@ func (*splitFiles) what() string   { return "headers and bitmaps" }
 // splitShape is sink.Split as a shape.
 type splitShape struct{ *sink.Split }
 
-func (s splitShape) WritePages(_ []uint64, pages []sink.Page, data []byte) error {
-	return s.Split.WritePages(pages, data)
+func (s splitShape) WritePages(pfns []uint64, pages []sink.Page, data []byte) error {
+	return s.Split.WritePfns(pfns, pages, data)
 }
 
 // distinctFiles refuses a command line that names one file twice among

@@ -346,7 +346,7 @@ func createOutput(path string, force bool) (*os.File, error) {
 }
 
 // kdumpLayout is a kdump-compressed file (plain or flattened); prio, when
-// set, is the copy pass's prioritised order (a plain file only).
+// set, is the copy pass's prioritised order.
 type kdumpLayout struct {
 	meta *sink.Meta
 	prio *priority.Order
@@ -361,13 +361,14 @@ func (l kdumpLayout) open(outs []sink.Output) (shape, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, stream := outs[0].(*sink.Flat); stream {
-		return kdumpShape{k}, nil
-	}
+	_, stream := outs[0].(*sink.Flat)
 	if l.prio != nil {
-		if err := k.SetPriority(l.prio.Set()); err != nil {
+		if err := k.SetPriority(l.prio.Set(), stream); err != nil {
 			return nil, err
 		}
+	}
+	if stream {
+		return kdumpShape{k}, nil
 	}
 	return placedKdump{kdumpShape{k}}, nil
 }
@@ -385,8 +386,8 @@ func (kdumpLayout) what() string   { return "headers and bitmaps" }
 // kdumpShape is sink.Kdump as a shape.
 type kdumpShape struct{ *sink.Kdump }
 
-func (k kdumpShape) WritePages(_ []uint64, pages []sink.Page, data []byte) error {
-	return k.Kdump.WritePages(pages, data)
+func (k kdumpShape) WritePages(pfns []uint64, pages []sink.Page, data []byte) error {
+	return k.Kdump.WritePfns(pfns, pages, data)
 }
 
 func (k kdumpShape) Abort() ([]int, error) { return []int{0}, k.Kdump.Abort() }

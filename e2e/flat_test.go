@@ -63,8 +63,11 @@ func TestRealFlattened(t *testing.T) {
 	}
 }
 
-// -R on input that is not a flattened stream, or is cut short, fails with
-// one line and leaves no file.
+// -R on input that is not a flattened stream, or is cut before its
+// headers and bitmaps landed, fails with one line and leaves no file; a
+// stream cut later (half way, or just its end marker missing) is rebuilt
+// into a valid dump marked incomplete, kept, with an incomplete dump's
+// exit status and message.
 func TestRearrangeRejectsBadStreams(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	dir := t.TempDir()
@@ -72,10 +75,9 @@ func TestRearrangeRejectsBadStreams(t *testing.T) {
 	pipe(t, bin+" -F -d 31 "+vmcore+" > "+flat)
 	stream := readFile(t, flat)
 	for name, input := range map[string][]byte{
-		"empty":         nil,
-		"not flattened": bytes.Repeat([]byte("x"), 8192),
-		"cut short":     stream[:len(stream)/2],
-		"no end marker": stream[:len(stream)-16],
+		"empty":          nil,
+		"not flattened":  bytes.Repeat([]byte("x"), 8192),
+		"cut in headers": stream[:5000],
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(dir, "out")
@@ -92,6 +94,22 @@ func TestRearrangeRejectsBadStreams(t *testing.T) {
 			if _, err := os.Stat(out); err == nil {
 				t.Error("a partial file was left behind")
 			}
+		})
+	}
+	for name, input := range map[string][]byte{
+		"cut short":     stream[:len(stream)/2],
+		"no end marker": stream[:len(stream)-16],
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			cmd := exec.Command(bin, "-R", out)
+			cmd.Stdin = bytes.NewReader(input)
+			b, err := cmd.CombinedOutput()
+			exitedIncomplete(t, err, b)
+			if report, _ := execOut(bin, "inspect", out); !strings.Contains(report, "INCOMPLETE") {
+				t.Errorf("not marked incomplete:\n%s", report)
+			}
+			verify(t, vmcore, out)
 		})
 	}
 }

@@ -474,7 +474,8 @@ func savecore(t *testing.T, s *system, vmcore, pagepipe string) {
 		t.Errorf("the dmesg file does not hold the kernel log: %.200q", b)
 	}
 	// kdump-config's dump is flattened (it adds -F to MAKEDUMP_ARGS, "-c
-	// -d 31" by default): rebuilt, it is pagepipe's -c -d 31 dump.
+	// -d 31" by default) into a pipe, so prioritised (issue 21): rebuilt,
+	// it is pagepipe's -c -d 31 --priority dump.
 	dir := t.TempDir()
 	rebuilt, direct, reference := filepath.Join(dir, "rebuilt"), filepath.Join(dir, "direct"), filepath.Join(dir, "reference")
 	flat, err := os.Open(find("dump.*"))
@@ -487,9 +488,9 @@ func savecore(t *testing.T, s *system, vmcore, pagepipe string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pagepipe -R: %v\n%s", err, out)
 	}
-	run(t, pagepipe, "--message-level", "0", "-c", "-d", "31", vmcore, direct)
+	run(t, pagepipe, "--message-level", "0", "-c", "-d", "31", "--priority", vmcore, direct)
 	if a, b := readFile(t, rebuilt), readFile(t, direct); !bytes.Equal(a, b) {
-		t.Errorf("kdump-config's dump, rebuilt, is not pagepipe -c -d 31's: %s", judge.FirstDiff(a, b))
+		t.Errorf("kdump-config's dump, rebuilt, is not pagepipe -c -d 31 --priority's: %s", judge.FirstDiff(a, b))
 	}
 	// Debian's makedumpfile on this machine (scripts/deps.sh) says which
 	// pages -d 31 keeps; libkdumpfile must read each as the vmcore has it.

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
+	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
 )
 
@@ -64,7 +66,13 @@ func (k *Kdump) Abort() error {
 	_ = k.writeAt(k.descs[keep:], k.descNext+uint64(keep))
 	k.release()
 
-	if err := k.cutDumpable(onDisk); err != nil {
+	// A prioritised file written in order also keeps the priority pages
+	// whose descriptors went to their slots (ordered.go).
+	var prio []pfnDesc
+	if k.prio != nil {
+		prio = k.priorityTail(onDisk)
+	}
+	if err := k.cutDumpable(onDisk, prio); err != nil {
 		return err
 	}
 	return k.markIncomplete()
@@ -83,17 +91,46 @@ func (k *Kdump) abortPlaced() error {
 		return k.abortPrioritised()
 	}
 	onDisk := (k.descsOut - k.layout.Descs) / kdumpfmt.PageDescSize
-	if err := k.cutDumpable(onDisk); err != nil {
+	if err := k.cutDumpable(onDisk, nil); err != nil {
 		return err
 	}
 	return k.markIncomplete()
 }
 
-// cutDumpable rewrites the 2nd bitmap keeping only the first n dumped pfns.
+// priorityTail writes, for a prioritised file written in order cut with
+// its first n descriptors in pfn order on disk, the descriptors of the
+// landed priority pages past those next, packed as the cut bitmap ranks
+// them (they were at their slots in the whole bitmap), and returns them;
+// none where the write fails, the pages then being lost.
+func (k *Kdump) priorityTail(n uint64) []pfnDesc {
+	p := k.prio
+	p.sort()
+	m := k.meta.Dumpable
+	lo, hi := p.lo, p.hi
+	front := m.NextSet(lo)
+	for i := uint64(0); i < n && front < hi; i++ {
+		front = m.NextSet(front + 1)
+	}
+	var tail []pfnDesc
+	var b []byte
+	for _, d := range p.descs {
+		if d.pfn >= front && d.pfn < hi {
+			tail = append(tail, d)
+			b = append(b, d.desc[:]...)
+		}
+	}
+	if k.writeAt(b, k.layout.Descs+n*kdumpfmt.PageDescSize) != nil {
+		return nil
+	}
+	return tail
+}
+
+// cutDumpable rewrites the 2nd bitmap keeping only the first n dumped pfns
+// and the pfns of also (the priority pages whose descriptors are on disk).
 // A split part cuts only its own pfn range: the rest of its bitmap is the
 // other parts' business (and --reassemble takes each part's bits of its
 // own range).
-func (k *Kdump) cutDumpable(n uint64) error {
+func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
 	m := k.meta.Dumpable.Clone()
 	lo, hi := uint64(0), m.Len()
 	if r := k.meta.Split; r != nil {
@@ -105,6 +142,11 @@ func (k *Kdump) cutDumpable(n uint64) error {
 	}
 	if pfn < hi {
 		m.ClearRange(pfn, hi)
+	}
+	for _, d := range also {
+		if d.pfn >= lo && d.pfn < hi {
+			m.Set(d.pfn)
+		}
 	}
 	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
@@ -122,4 +164,141 @@ func (k *Kdump) markIncomplete() error {
 		return fmt.Errorf("mark the dump incomplete: %w", err)
 	}
 	return nil
+}
+
+// File is a dump file that is read back as well as written.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+}
+
+// ErrCutInHeaders: a flattened stream that ends before its headers and
+// bitmaps landed is no dump at all, not even an incomplete one.
+var ErrCutInHeaders = errors.New("the stream ends before its headers and bitmaps: no dump")
+
+// FinishCut leaves a kdump file rebuilt from a flattened stream that was
+// cut short (end: past the last byte its complete records wrote) as
+// Abort leaves a dump it stops: every dumped page whose descriptor did not
+// land (its slot reads as zero: a descriptor reaches the stream only after
+// its page's data, so one that landed points at data that did) is taken
+// out of the 2nd bitmap, the landed descriptors are packed to the slots
+// the new bitmap gives them (a slot is a page's rank among the dumped
+// pfns), and the header says INCOMPLETE. So a stream in
+// pfn order keeps its pages up to the cut, a prioritised one (--priority)
+// also the priority pages that landed before it. It returns the pages
+// kept and lost; a file whose headers and bitmaps are not whole is
+// ErrCutInHeaders, one that is no kdump file (an ELF stream, -E -F) an
+// error.
+func FinishCut(f File, end int64) (kept, lost uint64, err error) {
+	hb := make([]byte, kdumpfmt.HeaderSize)
+	if _, err := f.ReadAt(hb, 0); err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, fmt.Errorf("read the header: %w", err)
+	}
+	if end < int64(len(hb)) || string(hb[:8]) != kdumpfmt.Signature {
+		if end >= 4 && string(hb[:4]) == "\x7fELF" {
+			return 0, 0, errors.New("an ELF stream (-E -F) cut short cannot be rebuilt")
+		}
+		return 0, 0, ErrCutInHeaders
+	}
+	h, err := kdumpfmt.UnmarshalHeader(hb)
+	if err != nil {
+		return 0, 0, err
+	}
+	bs := uint64(h.BlockSize)
+	sb := make([]byte, kdumpfmt.SubHeaderSize)
+	if _, err := f.ReadAt(sb, int64(bs)); err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, fmt.Errorf("read the sub header: %w", err)
+	}
+	sub, err := kdumpfmt.UnmarshalSubHeader(sb)
+	if err != nil {
+		return 0, 0, err
+	}
+	maxMapnr := uint64(h.MaxMapnr)
+	if h.HeaderVersion >= 6 {
+		maxMapnr = sub.MaxMapnr64
+	}
+	half := uint64(h.BitmapBlocks) / 2 * bs
+	bm2 := (1+uint64(h.SubHdrSize))*bs + half
+	descs := bm2 + half
+	// The 2nd bitmap's last piece ends where the descriptors begin, and
+	// every record before it is a header's or a bitmap's: a record that
+	// reached this far means they all landed.
+	if uint64(end) < descs || maxMapnr > half*8 {
+		return 0, 0, ErrCutInHeaders
+	}
+	buf := make([]byte, half)
+	if _, err := f.ReadAt(buf, int64(bm2)); err != nil {
+		return 0, 0, fmt.Errorf("read the 2nd bitmap: %w", err)
+	}
+	m := bitmap.FromBytes(buf, maxMapnr)
+	// The descriptors are read in pfn order, in pieces (past the end of
+	// the file they are zero); the landed ones are written back packed,
+	// as the new bitmap's ranks place them, over slots already read.
+	const piece = 8192 * kdumpfmt.PageDescSize
+	in, out := make([]byte, piece), make([]byte, 0, piece)
+	readOff, writeOff, have := descs, descs, 0
+	var lastNonzero uint64 // past the last slot that held a descriptor
+	flush := func() error {
+		if _, err := f.WriteAt(out, int64(writeOff)); err != nil {
+			return fmt.Errorf("write the page descriptors: %w", err)
+		}
+		writeOff += uint64(len(out))
+		out = out[:0]
+		return nil
+	}
+	for pfn := m.NextSet(0); pfn < maxMapnr; pfn = m.NextSet(pfn + 1) {
+		if have == 0 {
+			clear(in)
+			if _, err := f.ReadAt(in, int64(readOff)); err != nil && !errors.Is(err, io.EOF) {
+				return 0, 0, fmt.Errorf("read the page descriptors: %w", err)
+			}
+			have = len(in)
+		}
+		d := in[len(in)-have:][:kdumpfmt.PageDescSize]
+		have -= kdumpfmt.PageDescSize
+		readOff += kdumpfmt.PageDescSize
+		if isZero(d) {
+			m.Clear(pfn) // NextSet(pfn+1) is unchanged by it
+			lost++
+			continue
+		}
+		kept++
+		lastNonzero = readOff
+		if len(out) == cap(out) {
+			if err := flush(); err != nil {
+				return 0, 0, err
+			}
+		}
+		out = append(out, d...)
+	}
+	if err := flush(); err != nil {
+		return 0, 0, err
+	}
+	// The slots past the packed ones that held descriptors are zeroed.
+	for writeOff < lastNonzero {
+		out = out[:min(uint64(cap(out)), lastNonzero-writeOff)]
+		clear(out)
+		if err := flush(); err != nil {
+			return 0, 0, err
+		}
+	}
+	m.PutBytes(buf, 0)
+	if _, err := f.WriteAt(buf, int64(bm2)); err != nil {
+		return 0, 0, fmt.Errorf("take the lost pages out of the bitmap: %w", err)
+	}
+	var st [4]byte
+	binary.LittleEndian.PutUint32(st[:], h.Status|kdumpfmt.StatusIncomplete)
+	if _, err := f.WriteAt(st[:], kdumpfmt.StatusOffset); err != nil {
+		return 0, 0, fmt.Errorf("mark the dump incomplete: %w", err)
+	}
+	return kept, lost, nil
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

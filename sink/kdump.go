@@ -143,8 +143,10 @@ type Kdump struct {
 	descsOut uint64
 
 	// prio, when set (SetPriority), holds the priority pages' descriptors
-	// as they land (priority.go).
-	prio *prioDescs
+	// as they land (priority.go, ordered.go); scratch is WritePfns's
+	// descriptor buffer of one chunk.
+	prio    *prioDescs
+	scratch []byte
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -312,6 +314,9 @@ func (k *Kdump) flushDescs() error {
 	}
 	k.descNext += uint64(len(k.descs))
 	k.descs = k.descs[:0]
+	if k.prio != nil {
+		k.prio.front = k.prio.pendEnd
+	}
 	return nil
 }
 
@@ -329,6 +334,9 @@ func (k *Kdump) Close() error {
 		return k.flushPending()
 	}
 	k.buffers()
+	if k.prio != nil {
+		k.descs = k.prio.rest(k.descs)
+	}
 	if err := k.flushDescs(); err != nil {
 		return err
 	}
@@ -395,16 +403,8 @@ func (k *Kdump) WriteReserved(at Place, pfns []uint64, pages []Page, data []byte
 	if k.prio != nil {
 		bp.pfns = append(bp.pfns[:0], pfns...)
 	}
-	d, off := bp.b[:need], at.dataOff
-	for i, p := range pages {
-		desc := k.zeroDesc
-		if !p.Zero {
-			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
-			off += uint64(p.Size)
-		}
-		desc.Put(d[i*kdumpfmt.PageDescSize:])
-	}
-	bp.b = d
+	bp.b = bp.b[:need]
+	k.putDescs(bp.b, at.dataOff, pages)
 	return k.land(at.seq, bp)
 }
 

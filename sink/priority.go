@@ -33,6 +33,11 @@ type prioDescs struct {
 	// pendEnd is the pfn past the last descriptor put in pend; front,
 	// past the last one written.
 	pendEnd, front uint64
+	// lo and hi are the pfns the file holds (a split part's range).
+	lo, hi uint64
+	// slots are the priority pfns in [lo, hi), sorted, with the index of
+	// each one's descriptor (slotOf); made on first use.
+	slotPfns, slotIdx []uint64
 }
 
 type pfnDesc struct {
@@ -42,14 +47,26 @@ type pfnDesc struct {
 
 // SetPriority makes the file prioritised: set holds the priority pfns
 // (each dumpable), whose chunks the copy pass hands over first; a chunk
-// is either all priority pages or none. Call it before the first Reserve;
-// only placed files (Reserve, WriteReserved) of a whole dump are
-// prioritised.
-func (k *Kdump) SetPriority(set *bitmap.Bitmap) error {
-	if k.meta.Split != nil {
-		return fmt.Errorf("priority: a split file is not prioritised")
+// is either all priority pages or none. Call it before the first page.
+// A file written by placed chunks (Reserve, WriteReserved) keeps the
+// priority pages' descriptors until the bulk reaches their pfns; one
+// written in order (WritePfns: a flattened stream, a split part) writes
+// them at once too, at their slots, after their data (ordered.go). A
+// split part takes the set's pfns in its own range. ordered says the file
+// is written by WritePfns: the priority pages' slots are then found here,
+// before the copy pass.
+func (k *Kdump) SetPriority(set *bitmap.Bitmap, ordered bool) error {
+	if set.Len() > k.meta.Dumpable.Len() {
+		return fmt.Errorf("priority: a set of %d pfns for a dump of %d", set.Len(), k.meta.Dumpable.Len())
 	}
-	k.prio = &prioDescs{set: set, descs: make([]pfnDesc, 0, set.Count(0, set.Len()))}
+	lo, hi := uint64(0), set.Len()
+	if r := k.meta.Split; r != nil {
+		lo, hi = min(r.Start, hi), min(r.End, hi)
+	}
+	k.prio = &prioDescs{set: set, lo: lo, hi: hi, descs: make([]pfnDesc, 0, set.Count(lo, hi))}
+	if ordered {
+		k.prio.slots(k.meta.Dumpable)
+	}
 	return nil
 }
 

@@ -83,7 +83,7 @@ func (pd *prioDump) write(t *testing.T, meta *Meta, stop int, limit int64, r *ra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.SetPriority(pd.set); err != nil {
+	if err := k.SetPriority(pd.set, false); err != nil {
 		t.Fatal(err)
 	}
 	if limit > 0 {

@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"pagepipe/bitmap"
 )
@@ -58,9 +59,10 @@ func (e *PartError) Unwrap() error { return e.Err }
 // Abort), but only the part being filled holds buffers.
 type Split struct {
 	ks     []*Kdump
-	counts []uint64 // dumpable pages of each part
-	cur    int      // the part being written
-	left   uint64   // pages part cur still takes
+	bounds []uint64 // part i holds the pfns [bounds[i], bounds[i+1])
+	left   []uint64 // dumpable pages each part still takes
+	cur    int      // the part the bulk is being written to
+	prio   bool     // SetPriority was called
 }
 
 // NewSplit starts a split dump over outs, part i holding the pfns
@@ -69,14 +71,14 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 	if len(outs) == 0 || len(bounds) != len(outs)+1 || bounds[0] != 0 || bounds[len(outs)] != m.MaxMapnr {
 		return nil, fmt.Errorf("split: %d boundaries for %d files of %d pfns", len(bounds), len(outs), m.MaxMapnr)
 	}
-	s := &Split{counts: make([]uint64, len(outs))}
+	s := &Split{bounds: bounds, left: make([]uint64, len(outs))}
 	var total uint64
 	for i := range outs {
 		if bounds[i] > bounds[i+1] {
 			return nil, fmt.Errorf("split: file %d ends at pfn %d before it starts at %d", i+1, bounds[i+1], bounds[i])
 		}
-		s.counts[i] = m.Dumpable.Count(bounds[i], bounds[i+1])
-		total += s.counts[i]
+		s.left[i] = m.Dumpable.Count(bounds[i], bounds[i+1])
+		total += s.left[i]
 	}
 	if total != m.NumDumpable {
 		return nil, fmt.Errorf("split: the bitmap holds %d dumpable pages, the dump %d", total, m.NumDumpable)
@@ -90,8 +92,23 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 		}
 		s.ks = append(s.ks, k)
 	}
-	s.left = s.counts[0]
 	return s, nil
+}
+
+// SetPriority prioritises every part (Kdump.SetPriority, written in
+// order): the copy pass hands over the priority pages of the whole dump
+// first, and each goes to the part its pfn falls in, data and descriptor
+// at once; then the bulk, in pfn order. A split dump stopped early so
+// keeps, in each part, the priority pages that landed. Call it before
+// the first page.
+func (s *Split) SetPriority(set *bitmap.Bitmap) error {
+	for i, k := range s.ks {
+		if err := k.SetPriority(set, true); err != nil {
+			return &PartError{i, err}
+		}
+	}
+	s.prio = true
+	return nil
 }
 
 // Written returns the bytes written to all parts so far.
@@ -103,23 +120,31 @@ func (s *Split) Written() uint64 {
 	return n
 }
 
-// next closes the part being written and moves on to the next one.
+// next closes the part the bulk is being written to and moves on to the
+// next one.
 func (s *Split) next() error {
 	if err := s.ks[s.cur].Close(); err != nil {
 		return &PartError{s.cur, err}
 	}
 	s.cur++
-	if s.cur < len(s.ks) {
-		s.left = s.counts[s.cur]
-	}
 	return nil
 }
 
-// WritePages takes the next pages of the whole dump's stream (see
-// Kdump.WritePages) and writes each to its part.
+// WritePages takes the next pages of the whole dump's stream, in pfn
+// order (see Kdump.WritePages), and writes each to its part.
 func (s *Split) WritePages(pages []Page, data []byte) error {
+	return s.WritePfns(nil, pages, data)
+}
+
+// WritePfns is WritePages with the pages' pfns, which a prioritised split
+// dump needs: a priority chunk's pages go each to the part that holds its
+// pfn, the bulk's in order as in WritePages.
+func (s *Split) WritePfns(pfns []uint64, pages []Page, data []byte) error {
+	if s.prio && len(pfns) > 0 && s.ks[0].prio.set.Test(pfns[0]) {
+		return s.writePriority(pfns, pages, data)
+	}
 	for len(pages) > 0 {
-		for s.left == 0 {
+		for s.left[s.cur] == 0 {
 			if s.cur == len(s.ks)-1 {
 				return fmt.Errorf("split: %d pages more than the bitmap holds", len(pages))
 			}
@@ -127,23 +152,65 @@ func (s *Split) WritePages(pages []Page, data []byte) error {
 				return err
 			}
 		}
-		n := min(uint64(len(pages)), s.left)
-		size := 0
-		for _, p := range pages[:n] {
-			if !p.Zero {
-				size += int(p.Size)
-			}
+		n := min(uint64(len(pages)), s.left[s.cur])
+		size, err := dataSize(pages[:n], len(data))
+		if err != nil {
+			return err
 		}
-		if size > len(data) {
-			return fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, len(data))
+		var part []uint64
+		if pfns != nil {
+			part, pfns = pfns[:n], pfns[n:]
 		}
-		if err := s.ks[s.cur].WritePages(pages[:n], data[:size]); err != nil {
+		if err := s.ks[s.cur].WritePfns(part, pages[:n], data[:size]); err != nil {
 			return &PartError{s.cur, err}
 		}
 		pages, data = pages[n:], data[size:]
-		s.left -= n
+		s.left[s.cur] -= n
 	}
 	return nil
+}
+
+// writePriority writes a priority chunk, each run of its pages that falls
+// in one part to that part (Kdump.WritePfns, which needs no buffers for
+// it: the parts are not filled one at a time here).
+func (s *Split) writePriority(pfns []uint64, pages []Page, data []byte) error {
+	for len(pages) > 0 {
+		i := sort.Search(len(s.ks), func(i int) bool { return s.bounds[i+1] > pfns[0] })
+		if i == len(s.ks) {
+			return fmt.Errorf("split: pfn %#x past the last part", pfns[0])
+		}
+		n := 1
+		for n < len(pfns) && pfns[n] >= s.bounds[i] && pfns[n] < s.bounds[i+1] {
+			n++
+		}
+		if uint64(n) > s.left[i] {
+			return fmt.Errorf("split: %d pages more than part %d holds", n, i+1)
+		}
+		size, err := dataSize(pages[:n], len(data))
+		if err != nil {
+			return err
+		}
+		if err := s.ks[i].WritePfns(pfns[:n], pages[:n], data[:size]); err != nil {
+			return &PartError{i, err}
+		}
+		pfns, pages, data = pfns[n:], pages[n:], data[size:]
+		s.left[i] -= uint64(n)
+	}
+	return nil
+}
+
+// dataSize is the bytes of data of pages, of have bytes given.
+func dataSize(pages []Page, have int) (int, error) {
+	size := 0
+	for _, p := range pages {
+		if !p.Zero {
+			size += int(p.Size)
+		}
+	}
+	if size > have {
+		return 0, fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, have)
+	}
+	return size, nil
 }
 
 // Close finishes the part being written and the parts after it that hold
@@ -151,8 +218,8 @@ func (s *Split) WritePages(pages []Page, data []byte) error {
 // written.
 func (s *Split) Close() error {
 	for s.cur < len(s.ks) {
-		if s.left != 0 {
-			return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left)}
+		if s.left[s.cur] != 0 {
+			return &PartError{s.cur, fmt.Errorf("%d pages were never written", s.left[s.cur])}
 		}
 		if err := s.next(); err != nil {
 			return err
@@ -166,16 +233,14 @@ func (s *Split) Close() error {
 // as they are, complete; so does a later part that got all its pages (or
 // holds none) if it can still be closed; every other part is finished as
 // Kdump.Abort finishes a dump, its lost pages taken out of its 2nd bitmap
-// within its own pfn range and its header marked INCOMPLETE. It returns
-// the indexes of the parts left incomplete, and the first error that
-// stopped it from finishing one.
+// within its own pfn range and its header marked INCOMPLETE (a
+// prioritised part keeps the priority pages that landed in it). It
+// returns the indexes of the parts left incomplete, and the first error
+// that stopped it from finishing one.
 func (s *Split) Abort() (incomplete []int, err error) {
 	for i := s.cur; i < len(s.ks); i++ {
-		k, left := s.ks[i], s.counts[i]
-		if i == s.cur {
-			left = s.left
-		}
-		if left == 0 && k.Close() == nil {
+		k := s.ks[i]
+		if s.left[i] == 0 && k.Close() == nil {
 			continue
 		}
 		incomplete = append(incomplete, i)

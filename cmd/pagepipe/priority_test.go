@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
+	"pagepipe/internal/judge"
 	"pagepipe/internal/synth"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
@@ -145,4 +149,153 @@ func heldOf(t *testing.T, inspect string) (held, found uint64) {
 	f, _ := strconv.ParseUint(m[1], 10, 64)
 	h, _ := strconv.ParseUint(m[2], 10, 64)
 	return h, f
+}
+
+// Issue 21, -F: a prioritised flattened stream (--priority) differs from
+// the pfn-order one in its record order only: rebuilt, by pagepipe -R or
+// Debian's makedumpfile -R, it is the prioritised file byte for byte,
+// which reads page for page as the default dump. Cut at 30 % and 60 % of
+// its bytes (the priority set's data ends before 30 %), rebuilt, it is a
+// dump marked INCOMPLETE that holds the whole priority set, every page
+// it holds the vmcore's.
+func TestPriorityStream(t *testing.T) {
+	dir := t.TempDir()
+	vmcore := writeShape(t, dir, "vmcore", synth.KernelMachine("6.1", 128))
+	args := []string{"-l", "-d", "1"}
+	plain, prio := filepath.Join(dir, "plain"), filepath.Join(dir, "prio")
+	mustPagepipe(t, append(args, vmcore, plain)...)
+	mustPagepipe(t, append(args, "--priority", vmcore, prio)...)
+	stream := []byte(mustPagepipe(t, append([]string{"-F", "--priority"}, append(args, vmcore)...)...))
+	// Into a buffer (not a pipe), -F stays in pfn order by default.
+	pfnOrder := []byte(mustPagepipe(t, append([]string{"-F"}, append(args, vmcore)...)...))
+	if bytes.Equal(stream, pfnOrder) {
+		t.Fatal("the prioritised stream is the pfn-order one")
+	}
+
+	ours, theirs := filepath.Join(dir, "ours"), filepath.Join(dir, "theirs")
+	if rc, stderr := rearrange(t, stream, ours); rc != 0 {
+		t.Fatalf("-R: exit %d: %s", rc, stderr)
+	}
+	cmd := exec.Command("makedumpfile", "-R", theirs)
+	cmd.Stdin = bytes.NewReader(stream)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("makedumpfile -R: %v\n%s", err, out)
+	}
+	want := readFile(t, prio)
+	for _, p := range []string{ours, theirs} {
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the rebuilt stream is not the prioritised file: %s", p, judge.FirstDiff(got, want))
+		}
+	}
+	samePages(t, plain, ours)
+	_, whole, _ := pagepipe(t, "inspect", prio)
+	wantHeld, _ := heldOf(t, whole)
+	end := prioEnd(t, prio)
+
+	for _, pct := range []int{30, 60} {
+		cut := len(stream) * pct / 100
+		if int64(cut) < end {
+			t.Fatalf("the priority set's data ends at %d, past the %d %% cut at %d", end, pct, cut)
+		}
+		out := filepath.Join(dir, fmt.Sprintf("cut%d", pct))
+		rc, stderr := rearrange(t, stream[:cut], out)
+		if rc != exitFailed || !strings.Contains(stderr, "cut short") || !strings.Contains(stderr, "This is an incomplete dumpfile") {
+			t.Fatalf("-R of a %d %% cut: exit %d, want %d and the reason:\n%s", pct, rc, exitFailed, stderr)
+		}
+		mustPagepipe(t, "verify", vmcore, out)
+		inspect := mustPagepipe(t, "inspect", out)
+		if !strings.Contains(inspect, "INCOMPLETE") {
+			t.Errorf("%d %%: not marked INCOMPLETE:\n%s", pct, inspect)
+		}
+		if held, _ := heldOf(t, inspect); held != wantHeld {
+			t.Errorf("%d %%: %d of the %d priority pages kept:\n%s", pct, held, wantHeld, inspect)
+		}
+		if d := openDump(t, out); d.NumDumpable() >= openDump(t, plain).NumDumpable() {
+			t.Errorf("%d %%: every page kept", pct)
+		}
+	}
+	// The pfn-order stream cut at 30 % holds fewer priority pages.
+	out := filepath.Join(dir, "cut-pfn-order")
+	if rc, stderr := rearrange(t, pfnOrder[:len(pfnOrder)*30/100], out); rc != exitFailed {
+		t.Fatalf("-R of a cut pfn-order stream: exit %d: %s", rc, stderr)
+	}
+	mustPagepipe(t, "verify", vmcore, out)
+	if held, _ := heldOf(t, mustPagepipe(t, "inspect", out)); held >= wantHeld {
+		t.Errorf("the pfn-order cut kept every priority page (%d): the test shows nothing", held)
+	}
+	// Cut inside its headers: no dump, no file, one line.
+	out = filepath.Join(dir, "cut-headers")
+	if rc, stderr := rearrange(t, stream[:5000], out); rc != exitFailed || strings.Count(stderr, "pagepipe: ") != 1 {
+		t.Errorf("-R of a stream cut in its headers: exit %d:\n%s", rc, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a stream cut in its headers left a file")
+	}
+}
+
+// Issue 21, --split: each part gets the priority pages of its own pfn
+// range first (on this machine they all lie in one part: the others are
+// the pfn-order ones); the complete set reassembles, by pagepipe and Debian's
+// makedumpfile, into the default dump byte for byte.
+func TestPrioritySplit(t *testing.T) {
+	dir := t.TempDir()
+	vmcore := writeShape(t, dir, "vmcore", synth.KernelMachine("6.1", 128))
+	args := []string{"-l", "-d", "1", "--splitblock-size", "1024"}
+	whole := filepath.Join(dir, "whole")
+	mustPagepipe(t, "-l", "-d", "1", vmcore, whole)
+	pfnParts, parts := splitNames(dir, "pfn", 3), splitNames(dir, "prio", 3)
+	mustPagepipe(t, append(append(append([]string{"--split"}, args...), vmcore), pfnParts...)...)
+	mustPagepipe(t, append(append(append([]string{"--split", "--priority"}, args...), vmcore), parts...)...)
+	moved := 0
+	for i := range parts {
+		a, b := readFile(t, pfnParts[i]), readFile(t, parts[i])
+		if len(a) != len(b) {
+			t.Fatalf("part %d: %d bytes, in pfn order %d", i, len(b), len(a))
+		}
+		if !bytes.Equal(a, b) {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no part differs from the pfn-order one: not prioritised")
+	}
+	want := readFile(t, whole)
+	ours, theirs := filepath.Join(dir, "re-pp"), filepath.Join(dir, "re-mdf")
+	mustPagepipe(t, append(append([]string{"--reassemble"}, parts...), ours)...)
+	judge.Makedumpfile(t, append(append([]string{"--reassemble"}, parts...), theirs)...)
+	for _, p := range []string{ours, theirs} {
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Fatalf("%s: reassembled prioritised parts differ from the dump: %s", p, judge.FirstDiff(got, want))
+		}
+	}
+}
+
+// rearrange runs pagepipe -R out with stream on stdin.
+func rearrange(t *testing.T, stream []byte, out string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"-R", out}, bytes.NewReader(stream), &stdout, &stderr)
+	return rc, stdout.String() + stderr.String()
+}
+
+// samePages checks that dumps a and b hold the same pages, each with the
+// same data, and the same bitmaps.
+func samePages(t *testing.T, a, b string) {
+	t.Helper()
+	da, db := openDump(t, a), openDump(t, b)
+	if !da.Dumpable.Equal(db.Dumpable) || !da.Present.Equal(db.Present) {
+		t.Fatalf("%s and %s: bitmaps differ", a, b)
+	}
+	pa, pb := make([]byte, da.Header.BlockSize), make([]byte, db.Header.BlockSize)
+	for pfn := da.Dumpable.NextSet(0); pfn < da.MaxMapnr; pfn = da.Dumpable.NextSet(pfn + 1) {
+		if err := da.ReadPage(pfn, pa); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ReadPage(pfn, pb); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(pa, pb) {
+			t.Fatalf("pfn %#x reads differently in %s and %s", pfn, a, b)
+		}
+	}
 }

@@ -17,7 +17,8 @@ import (
 // really run at once (the copy pass runs at most GOMAXPROCS of them): a
 // kdump file (written by the workers at the places handed out in order)
 // with each codec, its flattened stream (written in order), an ELF dump
-// and split files.
+// and split files; and prioritised (--priority) a file, its stream and
+// split files.
 func TestOutputIdenticalFor1To64Workers(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(64))
 	dir := t.TempDir()
@@ -39,6 +40,9 @@ func TestOutputIdenticalFor1To64Workers(t *testing.T) {
 		{"split -l", []string{"-l", "-d", "1", "--split"}, false, 3, ""},
 		// Issue 21: a prioritised file, on a machine with page tables.
 		{"kdump -l --priority", []string{"-l", "-d", "31", "--priority"}, false, 1, kernelMachine},
+		// Its flattened stream, records and all, and split files.
+		{"flattened -l --priority", []string{"-F", "-l", "-d", "31", "--priority"}, true, 0, kernelMachine},
+		{"split -l --priority", []string{"-l", "-d", "31", "--splitblock-size", "1024", "--split", "--priority"}, false, 3, kernelMachine},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := vmcore
