@@ -106,9 +106,18 @@ func (j *job) write(ctx context.Context) (Result, error) {
 }
 
 // stop ends a dump that failed on its way: its files are left valid and
-// marked incomplete; a flattened stream is left without its end marker.
+// marked incomplete; a flattened stream is left without its end marker,
+// with what was buffered put out (as far as -L lets it), so that -R
+// rebuilds every page that landed into an incomplete dump.
 func (j *job) stop(s shape, t *targets, err error) error {
-	if t.stream || j.o.Out.DryRun {
+	if j.o.Out.DryRun {
+		return err
+	}
+	if t.stream {
+		_ = t.flat.Flush() // best effort: the pipe may be what failed
+		if errors.Is(err, sink.ErrSizeLimit) {
+			return incomplete(err, t.names[0], j.o.Out.SizeLimit)
+		}
 		return err
 	}
 	parts, aerr := s.Abort()
@@ -230,7 +239,7 @@ func (j *job) createTargets() (*targets, error) {
 		}
 		return t, nil
 	case t.stream:
-		fl, err := sink.NewFlat(o.Stream)
+		fl, err := sink.NewFlat(o.Stream, o.SizeLimit)
 		if err != nil {
 			return nil, err
 		}

@@ -43,7 +43,7 @@ func readAll(t *testing.T, path string) []byte {
 func (pd *prioDump) stream(t *testing.T, meta *Meta) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	f, err := NewFlat(&buf)
+	f, err := NewFlat(&buf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -299,3 +299,45 @@ func samePages(t *testing.T, a, b string) {
 		}
 	}
 }
+
+// -L limits a flattened stream as it limits a file, as makedumpfile limits
+// its standard output: the stream stops at exactly the limit, inside a
+// record, the dump says so and fails as an incomplete one, and -L turns
+// --priority on, so that -R rebuilds the cut stream into an incomplete
+// dump holding the whole priority set.
+func TestStreamSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	vmcore := writeShape(t, dir, "vmcore", synth.KernelMachine("6.1", 128))
+	args := []string{"-l", "-d", "1"}
+	prio := filepath.Join(dir, "prio")
+	mustPagepipe(t, append(args, "--priority", vmcore, prio)...)
+	_, whole, _ := pagepipe(t, "inspect", prio)
+	wantHeld, _ := heldOf(t, whole)
+	full := mustPagepipe(t, append([]string{"-F"}, append(args, vmcore)...)...)
+
+	limit := len(full) * 60 / 100
+	rc, stream, stderr := pagepipe(t, append([]string{"-F", "-L", strconv.Itoa(limit)}, append(args, vmcore)...)...)
+	if rc != exitFailed || !strings.Contains(stderr, "size limit("+strconv.Itoa(limit)+") reached") || !strings.Contains(stderr, "This is an incomplete dumpfile") {
+		t.Fatalf("-F -L %d: exit %d, want %d and the reason:\n%s", limit, rc, exitFailed, stderr)
+	}
+	if len(stream) != limit {
+		t.Fatalf("-F -L %d wrote %d bytes", limit, len(stream))
+	}
+	if !strings.Contains(stderr, "Priority pages first") {
+		t.Errorf("-L did not turn --priority on:\n%s", stderr)
+	}
+	out := filepath.Join(dir, "rebuilt")
+	if rc, msg := rearrange(t, []byte(stream), out); rc != exitFailed {
+		t.Fatalf("-R of the limited stream: exit %d: %s", rc, msg)
+	}
+	mustPagepipe(t, "verify", vmcore, out)
+	inspect := mustPagepipe(t, "inspect", out)
+	if held, _ := heldOf(t, inspect); !strings.Contains(inspect, "INCOMPLETE") || held != wantHeld {
+		t.Errorf("the rebuilt limited stream holds %d of the %d priority pages:\n%s", held, wantHeld, inspect)
+	}
+
+	// A limit below the flattened header: nothing is a dump.
+	if rc, _, stderr := pagepipe(t, append([]string{"-F", "-L", "100"}, append(args, vmcore)...)...); rc != exitFailed || !strings.Contains(stderr, "size limit") {
+		t.Errorf("-F -L 100: exit %d:\n%s", rc, stderr)
+	}
+}
