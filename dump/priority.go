@@ -43,8 +43,7 @@ func (j *job) prioritised() bool {
 // mayEndEarly: the output is a device or a pipe, whose end the dump does
 // not know beforehand (a regular file, or one not yet made, is not).
 func mayEndEarly(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+	return endsEarly(os.Stat(path))
 }
 
 // streamMayEndEarly: a stream that is a pipe or a device (an *os.File
@@ -52,10 +51,11 @@ func mayEndEarly(path string) bool {
 // is taken not to.
 func streamMayEndEarly(w io.Writer) bool {
 	f, ok := w.(interface{ Stat() (os.FileInfo, error) })
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
+	return ok && endsEarly(f.Stat())
+}
+
+// endsEarly: what a Stat found is neither a regular file nor a directory.
+func endsEarly(st os.FileInfo, err error) bool {
 	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
 }
 

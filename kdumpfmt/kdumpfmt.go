@@ -216,6 +216,30 @@ func UnmarshalPageDesc(b []byte) PageDesc {
 	}
 }
 
+// Regions is where a kdump file's bitmaps and descriptors lie as its own
+// header and sub header say (a file read back: makedumpfile's, or cut
+// short), and how many pfns its bitmaps cover.
+type Regions struct {
+	MaxMapnr   uint64 // max_mapnr_64 from header version 6 on, else max_mapnr
+	BitmapSize uint64 // bytes of each bitmap
+	Bitmap1    uint64
+	Bitmap2    uint64
+	Descs      uint64
+}
+
+// RegionsOf reads the regions off a file's header and sub header.
+func RegionsOf(h *Header, s *SubHeader) Regions {
+	bs := uint64(h.BlockSize)
+	r := Regions{MaxMapnr: uint64(h.MaxMapnr), BitmapSize: uint64(h.BitmapBlocks) / 2 * bs}
+	if h.HeaderVersion >= 6 {
+		r.MaxMapnr = s.MaxMapnr64
+	}
+	r.Bitmap1 = (1 + uint64(h.SubHdrSize)) * bs
+	r.Bitmap2 = r.Bitmap1 + r.BitmapSize
+	r.Descs = r.Bitmap2 + r.BitmapSize
+	return r
+}
+
 // Layout is where each region of a kdump file starts, all derived from four
 // numbers; see the package doc.
 type Layout struct {

@@ -105,12 +105,7 @@ func (k *Kdump) abortPlaced() error {
 func (k *Kdump) priorityTail(n uint64) []pfnDesc {
 	p := k.prio
 	p.sort()
-	m := k.meta.Dumpable
-	lo, hi := p.lo, p.hi
-	front := m.NextSet(lo)
-	for i := uint64(0); i < n && front < hi; i++ {
-		front = m.NextSet(front + 1)
-	}
+	front, hi := k.pastDumped(k.meta.Dumpable, n), p.hi
 	var tail []pfnDesc
 	var b []byte
 	for _, d := range p.descs {
@@ -132,14 +127,8 @@ func (k *Kdump) priorityTail(n uint64) []pfnDesc {
 // own range).
 func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
 	m := k.meta.Dumpable.Clone()
-	lo, hi := uint64(0), m.Len()
-	if r := k.meta.Split; r != nil {
-		lo, hi = min(r.Start, hi), min(r.End, hi)
-	}
-	pfn := m.NextSet(lo)
-	for i := uint64(0); i < n && pfn < hi; i++ {
-		pfn = m.NextSet(pfn + 1)
-	}
+	lo, hi := k.pfnRange()
+	pfn := k.pastDumped(m, n)
 	if pfn < hi {
 		m.ClearRange(pfn, hi)
 	}
@@ -152,6 +141,26 @@ func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}
 	return nil
+}
+
+// pfnRange is the pfns this file holds: a split part's range, or all.
+func (k *Kdump) pfnRange() (lo, hi uint64) {
+	hi = k.meta.Dumpable.Len()
+	if r := k.meta.Split; r != nil {
+		return min(r.Start, hi), min(r.End, hi)
+	}
+	return 0, hi
+}
+
+// pastDumped is the pfn past the first n dumped pfns of this file in m
+// (the end of its range where it holds no more).
+func (k *Kdump) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
+	lo, hi := k.pfnRange()
+	pfn := m.NextSet(lo)
+	for i := uint64(0); i < n && pfn < hi; i++ {
+		pfn = m.NextSet(pfn + 1)
+	}
+	return pfn
 }
 
 // markIncomplete sets the INCOMPLETE status bit in the header on disk
@@ -204,22 +213,16 @@ func FinishCut(f File, end int64) (kept, lost uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	bs := uint64(h.BlockSize)
 	sb := make([]byte, kdumpfmt.SubHeaderSize)
-	if _, err := f.ReadAt(sb, int64(bs)); err != nil && !errors.Is(err, io.EOF) {
+	if _, err := f.ReadAt(sb, int64(h.BlockSize)); err != nil && !errors.Is(err, io.EOF) {
 		return 0, 0, fmt.Errorf("read the sub header: %w", err)
 	}
 	sub, err := kdumpfmt.UnmarshalSubHeader(sb)
 	if err != nil {
 		return 0, 0, err
 	}
-	maxMapnr := uint64(h.MaxMapnr)
-	if h.HeaderVersion >= 6 {
-		maxMapnr = sub.MaxMapnr64
-	}
-	half := uint64(h.BitmapBlocks) / 2 * bs
-	bm2 := (1+uint64(h.SubHdrSize))*bs + half
-	descs := bm2 + half
+	reg := kdumpfmt.RegionsOf(h, sub)
+	maxMapnr, half, bm2, descs := reg.MaxMapnr, reg.BitmapSize, reg.Bitmap2, reg.Descs
 	// The 2nd bitmap's last piece ends where the descriptors begin, and
 	// every record before it is a header's or a bitmap's: a record that
 	// reached this far means they all landed.
@@ -257,7 +260,7 @@ func FinishCut(f File, end int64) (kept, lost uint64, err error) {
 		d := in[len(in)-have:][:kdumpfmt.PageDescSize]
 		have -= kdumpfmt.PageDescSize
 		readOff += kdumpfmt.PageDescSize
-		if isZero(d) {
+		if [kdumpfmt.PageDescSize]byte(d) == [kdumpfmt.PageDescSize]byte{} {
 			m.Clear(pfn) // NextSet(pfn+1) is unchanged by it
 			lost++
 			continue
@@ -292,13 +295,4 @@ func FinishCut(f File, end int64) (kept, lost uint64, err error) {
 		return 0, 0, fmt.Errorf("mark the dump incomplete: %w", err)
 	}
 	return kept, lost, nil
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

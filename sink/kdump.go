@@ -144,9 +144,9 @@ type Kdump struct {
 
 	// prio, when set (SetPriority), holds the priority pages' descriptors
 	// as they land (priority.go, ordered.go); scratch is WritePfns's
-	// descriptor buffer of one chunk.
+	// descriptors of one chunk.
 	prio    *prioDescs
-	scratch []byte
+	scratch descChunk
 }
 
 // NewKdump writes the headers, notes and bitmaps and returns a writer ready
@@ -360,11 +360,8 @@ func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
 	if !k.placed {
 		k.placed, k.descsOut = true, k.descNext
 		k.pend = make([]byte, 0, descBufSize)
-		if k.meta.ZeroPage && k.dataNext == k.layout.Data {
-			if err := k.writeAt(make([]byte, k.meta.BlockSize), k.dataNext); err != nil {
-				return Place{}, fmt.Errorf("zero page: %w", err)
-			}
-			k.dataNext += k.meta.BlockSize
+		if err := k.writeZeroPage(); err != nil {
+			return Place{}, err
 		}
 	}
 	p := Place{seq: k.places, descOff: k.descNext, dataOff: k.dataNext}
@@ -372,6 +369,19 @@ func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
 	k.descNext += uint64(len(pages)) * kdumpfmt.PageDescSize
 	k.dataNext += uint64(dataLen)
 	return p, nil
+}
+
+// writeZeroPage writes the shared zero page (dump level bit 1) where the
+// data begins, ahead of a file's first data written without the buffer.
+func (k *Kdump) writeZeroPage() error {
+	if !k.meta.ZeroPage || k.dataNext != k.layout.Data {
+		return nil
+	}
+	if err := k.writeAt(make([]byte, k.meta.BlockSize), k.dataNext); err != nil {
+		return fmt.Errorf("zero page: %w", err)
+	}
+	k.dataNext += k.meta.BlockSize
+	return nil
 }
 
 // descChunk is one chunk's descriptors on their way to the file, with

@@ -62,13 +62,9 @@ func (k *Kdump) WritePfns(pfns []uint64, pages []Page, data []byte) error {
 	if err := k.appendData(data); err != nil {
 		return err
 	}
-	need := len(pages) * kdumpfmt.PageDescSize
-	if cap(k.scratch) < need {
-		k.scratch = make([]byte, need)
-	}
-	b := k.scratch[:need]
-	k.putDescs(b, off, pages)
-	k.descs = p.land(k.descs, &descChunk{b: b, pfns: pfns})
+	c := k.chunkDescs(off, pages)
+	c.pfns = pfns
+	k.descs = p.land(k.descs, c)
 	if len(k.descs) >= descBufSize {
 		return k.flushDescs()
 	}
@@ -86,44 +82,57 @@ func (k *Kdump) writePriority(pfns []uint64, pages []Page, data []byte) error {
 			return err
 		}
 	}
-	if k.meta.ZeroPage && k.dataNext == k.layout.Data {
-		if err := k.writeData(make([]byte, k.meta.BlockSize)); err != nil {
-			return fmt.Errorf("zero page: %w", err)
-		}
+	if err := k.writeZeroPage(); err != nil {
+		return err
 	}
 	off := k.dataNext
 	if err := k.writeData(data); err != nil {
 		return err
 	}
-	b := make([]byte, len(pages)*kdumpfmt.PageDescSize)
-	k.putDescs(b, off, pages)
-	for i := 0; i < len(pfns); {
-		first, err := k.prio.slotOf(pfns[i])
+	b := k.chunkDescs(off, pages).b
+	// start and first: the run of consecutive slots being gathered.
+	start, first := 0, uint64(0)
+	for i, pfn := range pfns {
+		s, err := k.prio.slotOf(pfn)
 		if err != nil {
 			return err
 		}
-		n := 1
-		for ; i+n < len(pfns); n++ {
-			s, err := k.prio.slotOf(pfns[i+n])
-			if err != nil {
+		if i > start && s != first+uint64(i-start) {
+			if err := k.writeSlots(b[start*kdumpfmt.PageDescSize:i*kdumpfmt.PageDescSize], first); err != nil {
 				return err
 			}
-			if s != first+uint64(n) {
-				break
-			}
+			start = i
 		}
-		run := b[i*kdumpfmt.PageDescSize : (i+n)*kdumpfmt.PageDescSize]
-		if err := k.writeAt(run, k.layout.Descs+first*kdumpfmt.PageDescSize); err != nil {
-			return fmt.Errorf("page descriptors: %w", err)
+		if i == start {
+			first = s
 		}
-		for j := i; j < i+n; j++ {
-			d := pfnDesc{pfn: pfns[j]}
-			copy(d.desc[:], b[j*kdumpfmt.PageDescSize:])
-			k.prio.descs = append(k.prio.descs, d)
-		}
-		i += n
+		d := pfnDesc{pfn: pfn}
+		copy(d.desc[:], b[i*kdumpfmt.PageDescSize:])
+		k.prio.descs = append(k.prio.descs, d)
+	}
+	return k.writeSlots(b[start*kdumpfmt.PageDescSize:], first)
+}
+
+// writeSlots writes the descriptors b at the descriptor table's slots from
+// first on.
+func (k *Kdump) writeSlots(b []byte, first uint64) error {
+	if err := k.writeAt(b, k.layout.Descs+first*kdumpfmt.PageDescSize); err != nil {
+		return fmt.Errorf("page descriptors: %w", err)
 	}
 	return nil
+}
+
+// chunkDescs fills the scratch chunk with the descriptors of pages whose
+// data starts at file offset off: reused from chunk to chunk, as what
+// takes them (land, writeSlots) copies them.
+func (k *Kdump) chunkDescs(off uint64, pages []Page) *descChunk {
+	need := len(pages) * kdumpfmt.PageDescSize
+	if cap(k.scratch.b) < need {
+		k.scratch.b = make([]byte, need)
+	}
+	k.scratch.b, k.scratch.pfns = k.scratch.b[:need], nil
+	k.putDescs(k.scratch.b, off, pages)
+	return &k.scratch
 }
 
 // putDescs fills d with the descriptors of pages whose data starts at

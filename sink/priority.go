@@ -36,7 +36,8 @@ type prioDescs struct {
 	// lo and hi are the pfns the file holds (a split part's range).
 	lo, hi uint64
 	// slots are the priority pfns in [lo, hi), sorted, with the index of
-	// each one's descriptor (slotOf); made on first use.
+	// each one's descriptor (slotOf); made by SetPriority for a file
+	// written in order.
 	slotPfns, slotIdx []uint64
 }
 
@@ -59,10 +60,9 @@ func (k *Kdump) SetPriority(set *bitmap.Bitmap, ordered bool) error {
 	if set.Len() > k.meta.Dumpable.Len() {
 		return fmt.Errorf("priority: a set of %d pfns for a dump of %d", set.Len(), k.meta.Dumpable.Len())
 	}
-	lo, hi := uint64(0), set.Len()
-	if r := k.meta.Split; r != nil {
-		lo, hi = min(r.Start, hi), min(r.End, hi)
-	}
+	lo, hi := k.pfnRange()
+	hi = min(hi, set.Len())
+	lo = min(lo, hi)
 	k.prio = &prioDescs{set: set, lo: lo, hi: hi, descs: make([]pfnDesc, 0, set.Count(lo, hi))}
 	if ordered {
 		k.prio.slots(k.meta.Dumpable)

@@ -179,10 +179,8 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	l := layout{
-		bitmaps: (1 + uint64(h.SubHdrSize)) * bs,
-		descs:   (1 + uint64(h.SubHdrSize) + uint64(h.BitmapBlocks)) * bs,
-	}
+	reg := kdumpfmt.RegionsOf(h, &sub)
+	l := layout{bitmaps: reg.Bitmap1, descs: reg.Descs}
 	l.data = l.descs + pages*kdumpfmt.PageDescSize
 
 	w := &posWriter{out: out}
@@ -233,8 +231,7 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	// The descriptor area is reserved for every page the dump was to hold.
 	s.Lost = (l.data-l.descs)/kdumpfmt.PageDescSize - dumpable.Count(0, dumpable.Len())
 	if !dumpable.Equal(first.Dumpable) {
-		half := uint64(h.BitmapBlocks) / 2 * bs
-		if err := w.writeBitmap(dumpable, l.bitmaps+half, half); err != nil {
+		if err := w.writeBitmap(dumpable, reg.Bitmap2, reg.BitmapSize); err != nil {
 			return w.n.Load(), err
 		}
 	}

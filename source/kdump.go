@@ -85,16 +85,14 @@ func readDump(f dumpFile, size int64) (*Dump, error) {
 	if d.Sub, err = kdumpfmt.UnmarshalSubHeader(sb); err != nil {
 		return nil, err
 	}
-	d.MaxMapnr = uint64(d.Header.MaxMapnr)
-	if d.Header.HeaderVersion >= 6 {
-		d.MaxMapnr = d.Sub.MaxMapnr64
-	}
-	half := uint64(d.Header.BitmapBlocks) / 2 * bs
+	reg := kdumpfmt.RegionsOf(d.Header, d.Sub)
+	d.MaxMapnr = reg.MaxMapnr
+	half := reg.BitmapSize
 	if d.MaxMapnr > half*8 {
 		return nil, fmt.Errorf("kdump header: max_mapnr %d does not fit a %d-byte bitmap", d.MaxMapnr, half)
 	}
-	bm1 := (1 + uint64(d.Header.SubHdrSize)) * bs
-	d.descs = bm1 + 2*half
+	bm1 := reg.Bitmap1
+	d.descs = reg.Descs
 	if d.descs > uint64(d.size) {
 		return nil, fmt.Errorf("kdump header: bitmaps end at %d, past the end of the %d-byte file", d.descs, d.size)
 	}
