@@ -84,14 +84,19 @@ func TestFuzzSeedCorpus(t *testing.T) {
 
 	ppc := ppcFuzzSeed()
 	ppc64 := []fuzzcorpus.Seed{
-		{Name: "radix-64k-page", Args: []any{ppc, true, uint64(0xc008000000021234)}},
-		{Name: "radix-2m-leaf-bit55", Args: []any{ppc, true, uint64(0xc00a000000001234)}},
-		{Name: "hash-geometry", Args: []any{ppc, false, uint64(0xc008000000021234)}},
-		{Name: "linear", Args: []any{ppc, true, uint64(0xc000000012345678)}},
-		{Name: "vmemmap-walk", Args: []any{ppc, true, uint64(0xc00c000000000040)}},
-		{Name: "user-address", Args: []any{ppc, false, uint64(0x00007fffffff0000)}},
-		{Name: "self-loop", Args: []any{ppcFuzzRecord(0, 0x800, ppc64Present), true, uint64(0xc008000000000000)}},
-		{Name: "no-tables", Args: []any{[]byte{}, false, uint64(0xc008000000000000)}},
+		{Name: "radix-64k-page", Args: []any{ppc, true, false, uint64(0xc008000000021234)}},
+		{Name: "radix-2m-leaf-bit55", Args: []any{ppc, true, false, uint64(0xc00a000000001234)}},
+		{Name: "hash-geometry", Args: []any{ppc, false, false, uint64(0xc008000000021234)}},
+		{Name: "linear", Args: []any{ppc, true, false, uint64(0xc000000012345678)}},
+		{Name: "vmemmap-walk", Args: []any{ppc, true, false, uint64(0xc00c000000000040)}},
+		{Name: "user-address", Args: []any{ppc, false, false, uint64(0x00007fffffff0000)}},
+		{Name: "self-loop", Args: []any{ppcFuzzRecord(0, 0x800, ppc64Present), true, false, uint64(0xc008000000000000)}},
+		{Name: "no-tables", Args: []any{[]byte{}, false, false, uint64(0xc008000000000000)}},
+		{Name: "radix-4k-pgd-past-first-page", Args: []any{ppc, true, true, uint64(0xc00c000000000040)}},
+		{Name: "radix-4k-vmalloc", Args: []any{ppc, true, true, uint64(0xc008000000021234)}},
+		{Name: "hash-4k-vmalloc", Args: []any{ppc, false, true, uint64(0xd000000000021234)}},
+		{Name: "hash-4k-vmemmap", Args: []any{ppc, false, true, uint64(0xf000000000000040)}},
+		{Name: "hash-4k-linear-end", Args: []any{ppc, false, true, uint64(0xc000400000000000)}},
 	}
 	fuzzcorpus.Check(t, "FuzzPPC64VtoP", ppc64)
 

@@ -1,27 +1,37 @@
 package kernel
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 )
 
 // ppc64 is the Linux ppc64le (book3s64) kernel as VMCOREINFO describes it,
 // following /work/shared/docs/ppc64le.md (real Debian 6.1 vmcores, radix
-// and hash) and makedumpfile's arch/ppc64.c:
+// and hash), the kernel's asm/book3s/64 headers and makedumpfile's
+// arch/ppc64.c:
 //
 //   - no KASLR: the kernel image lives in the linear map at PAGE_OFFSET
 //     0xc000000000000000, so a linear address translates by subtraction;
 //     under the hash MMU the Linux page tables do not map it at all;
-//   - the vmemmap (mem_map) at 0xc00c000000000000 is found through the
-//     kernel's vmemmap_list (6.1; under hash it is the only record of it),
-//     and through the page tables when that list is empty (radix on 6.6+);
+//   - the vmemmap (mem_map) is found through the kernel's vmemmap_list
+//     (6.1; under hash it is the only record of it), and through the page
+//     tables when that list is empty (radix on 6.6+);
 //   - vmalloc and I/O addresses walk the kernel page tables from
-//     swapper_pg_dir: big-endian entries, radix 13/9/9/5 or hash 8/10/10/8
-//     index bits with 64 KiB pages, the MMU from NUMBER(RADIX_MMU) (6.6+),
-//     else cur_cpu_spec's mmu_features, else hash, as makedumpfile picks.
+//     swapper_pg_dir: big-endian entries, the MMU from NUMBER(RADIX_MMU)
+//     (6.6+), else cur_cpu_spec's mmu_features, else hash, as makedumpfile
+//     picks.
 //
-// Only 64 KiB pages (the only ppc64el kernel Debian ships) are supported.
+// Pages are 64 KiB (Debian 12's only ppc64el kernel, trixie's -64k
+// flavour, other distributions') or 4 KiB (trixie's default powerpc64le
+// flavour). The geometry follows from both (ppc64Geometry): radix keeps
+// its layout and a 13-bit (with 4 KiB pages a 64 KiB) top table; hash with
+// 4 KiB pages has 46-bit tables and puts vmalloc at 0xd000000000000000 and
+// the vmemmap at 0xf000000000000000 (Linux 5.4's "Update 4k PAGE_SIZE
+// kernel mapping").
 type ppc64 struct{}
 
 // PPC64LE is the little-endian 64-bit PowerPC kernel.
@@ -38,9 +48,9 @@ func (ppc64) FallbackUtsname() bool {
 	return false // readers decode the dump by the header's machine
 }
 
-// The ppc64 kernel address-space layout (book3s64, radix and hash alike
-// with 64 KiB pages; makedumpfile prints the same kernel_start,
-// vmalloc_start and vmemmap_start for both).
+// The ppc64 kernel address-space layout (book3s64: radix with either page
+// size and hash with 64 KiB pages; makedumpfile prints the same
+// kernel_start, vmalloc_start and vmemmap_start for both MMUs).
 const (
 	PPC64PageOffset   uint64 = 0xc000000000000000
 	PPC64VmallocStart uint64 = 0xc008000000000000
@@ -48,6 +58,16 @@ const (
 	// ppc64RegionEnd is the end of the kernel region the tables map
 	// (52-bit effective addresses above the 0xc quadrant).
 	ppc64RegionEnd uint64 = 0xc010000000000000
+)
+
+// The hash MMU's layout with 4 KiB pages (asm/book3s/64/hash-4k.h since
+// Linux 5.4): its tables cover 46 bits (64 TiB), so the linear map, the
+// vmalloc and I/O region and the vmemmap each get a top nibble of their
+// own, which the table walk ignores.
+const (
+	PPC64Hash4KVmallocStart uint64 = 0xd000000000000000
+	PPC64Hash4KVmemmapStart uint64 = 0xf000000000000000
+	ppc64Hash4KSpan         uint64 = 1 << 46
 )
 
 // Page-table entry bits (arch/powerpc/include/asm/book3s/64/pgtable.h):
@@ -78,7 +98,7 @@ func (p ppc64) Check(vi *VMCOREINFO) error {
 	if err := vi.Require(ppc64Needs...); err != nil {
 		return fmt.Errorf("ppc64le vmcore: %w, which the ppc64 page-table walk needs", err)
 	}
-	if _, err := ppc64Geometry(vi.PageSize(), false); err != nil {
+	if _, err := ppc64Geometry(uint64(vi.PageSize()), false); err != nil {
 		return fmt.Errorf("ppc64le vmcore: %w", err)
 	}
 	if sym, _ := vi.Symbol("swapper_pg_dir"); sym < PPC64PageOffset || sym >= PPC64VmallocStart {
@@ -90,13 +110,19 @@ func (p ppc64) Check(vi *VMCOREINFO) error {
 // PhysBase: makedumpfile has no phys_base for ppc64 and writes 0.
 func (ppc64) PhysBase(*VMCOREINFO, []Load) (uint64, string, bool) { return 0, "", false }
 
-// ppc64Format is one book3s64 table geometry and the kernel's vmemmap.
+// ppc64Format is one book3s64 table geometry, its address layout and the
+// kernel's vmemmap.
 type ppc64Format struct {
 	radix     bool
 	pageShift uint
 	// bits are the index bits per level: PGD, PUD, PMD, PTE.
 	bits [4]uint
-	// vmemmap is the kernel's vmemmap_list (empty: walk the tables).
+	// The layout: the linear map is [PPC64PageOffset, linearEnd), the
+	// tables alone map [tablesStart, tablesEnd) (vmalloc and I/O), and the
+	// vmemmap is [vmemmapStart, vmemmapEnd).
+	linearEnd, tablesStart, tablesEnd, vmemmapStart, vmemmapEnd uint64
+	// vmemmap is the kernel's vmemmap_list sorted by address (empty: walk
+	// the tables).
 	vmemmap []VmemmapBacking
 }
 
@@ -104,16 +130,28 @@ type ppc64Format struct {
 // Virt are backed by physical memory at Phys.
 type VmemmapBacking struct{ Virt, Phys, Size uint64 }
 
-// ppc64Geometry is the table layout for the MMU and page size
-// (makedumpfile.h's RADIX_*_INDEX_SIZE_L4_64K and PTE/PMD/PUD/PGD
-// _INDEX_SIZE_L4_64K_3_10).
-func ppc64Geometry(pageSize int64, radix bool) (ppc64Format, error) {
-	if pageSize != 65536 {
-		return ppc64Format{}, fmt.Errorf("PAGESIZE=%d: only 64 KiB-page ppc64 kernels are supported", pageSize)
-	}
-	f := ppc64Format{radix: radix, pageShift: 16, bits: [4]uint{8, 10, 10, 8}}
-	if radix {
-		f.bits = [4]uint{13, 9, 9, 5}
+// ppc64Geometry is the table layout for the MMU and page size: the
+// kernel's RADIX_{PGD,PUD,PMD,PTE}_INDEX_SIZE (13/9/9/5 with 64 KiB pages,
+// 13/9/9/9 with 4 KiB: a top table of 8192 entries either way) and
+// H_*_INDEX_SIZE (8/10/10/8 with 64 KiB pages, 9/9/7/9 with 4 KiB), as
+// makedumpfile.h has them too.
+func ppc64Geometry(pageSize uint64, radix bool) (ppc64Format, error) {
+	f := ppc64Format{radix: radix, linearEnd: PPC64VmallocStart, tablesStart: PPC64VmallocStart,
+		tablesEnd: PPC64VmemmapStart, vmemmapStart: PPC64VmemmapStart, vmemmapEnd: ppc64RegionEnd}
+	switch {
+	case pageSize == 65536 && radix:
+		f.pageShift, f.bits = 16, [4]uint{13, 9, 9, 5}
+	case pageSize == 65536:
+		f.pageShift, f.bits = 16, [4]uint{8, 10, 10, 8}
+	case pageSize == 4096 && radix:
+		f.pageShift, f.bits = 12, [4]uint{13, 9, 9, 9}
+	case pageSize == 4096:
+		f.pageShift, f.bits = 12, [4]uint{9, 9, 7, 9}
+		f.linearEnd = PPC64PageOffset + ppc64Hash4KSpan
+		f.tablesStart, f.tablesEnd = PPC64Hash4KVmallocStart, PPC64Hash4KVmallocStart+ppc64Hash4KSpan
+		f.vmemmapStart, f.vmemmapEnd = PPC64Hash4KVmemmapStart, PPC64Hash4KVmemmapStart+ppc64Hash4KSpan
+	default:
+		return ppc64Format{}, fmt.Errorf("PAGESIZE=%d: ppc64 kernels have 4 KiB or 64 KiB pages", pageSize)
 	}
 	return f, nil
 }
@@ -215,7 +253,7 @@ func PPC64VmemmapList(r PhysReader, vi *VMCOREINFO) ([]VmemmapBacking, error) {
 			}
 		}
 		size := uint64(1) << shift
-		if e[1] < PPC64VmemmapStart || e[1] >= ppc64RegionEnd || e[1]&(size-1) != 0 || e[0]&(size-1) != 0 {
+		if e[1] < PPC64PageOffset || e[1]&(size-1) != 0 || e[0]&(size-1) != 0 {
 			return nil, fmt.Errorf("vmemmap_list: entry %d maps %#x to physical %#x, not an aligned vmemmap block of %#x bytes", len(list), e[1], e[0], size)
 		}
 		list = append(list, VmemmapBacking{Virt: e[1], Phys: e[0], Size: size})
@@ -243,19 +281,37 @@ func (p ppc64) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) 
 	if err != nil {
 		return nil, fmt.Errorf("ppc64 mem_map: %w", err)
 	}
-	return NewPPC64TranslatorAt(r, sym-PPC64PageOffset, radix, list)
+	tr, err := NewPPC64TranslatorAt(r, sym-PPC64PageOffset, uint64(vi.PageSize()), radix, list)
+	if err != nil {
+		return nil, fmt.Errorf("ppc64 page tables: %w", err)
+	}
+	return tr, nil
 }
 
-// NewPPC64TranslatorAt builds a ppc64 (64 KiB pages) Translator for an
-// explicit top-level table, MMU and vmemmap_list.
-func NewPPC64TranslatorAt(r PhysReader, top uint64, radix bool, vmemmap []VmemmapBacking) (*Translator, error) {
+// NewPPC64TranslatorAt builds a ppc64 Translator for an explicit top-level
+// table, page size, MMU and vmemmap_list, whose entries must lie in the
+// layout's vmemmap and not overlap.
+func NewPPC64TranslatorAt(r PhysReader, top, pageSize uint64, radix bool, vmemmap []VmemmapBacking) (*Translator, error) {
 	if r == nil {
 		return nil, errors.New("nil PhysReader")
 	}
-	f, _ := ppc64Geometry(65536, radix)
-	f.vmemmap = vmemmap
+	f, err := ppc64Geometry(pageSize, radix)
+	if err != nil {
+		return nil, err
+	}
 	if top&0xff != 0 || top >= 1<<53 {
 		return nil, fmt.Errorf("top-level table address %#x is not a 256-byte aligned physical address", top)
+	}
+	f.vmemmap = slices.SortedFunc(slices.Values(vmemmap), func(a, b VmemmapBacking) int {
+		return cmp.Compare(a.Virt, b.Virt)
+	})
+	for i, b := range f.vmemmap {
+		if b.Virt < f.vmemmapStart || b.Virt >= f.vmemmapEnd || f.vmemmapEnd-b.Virt < b.Size {
+			return nil, fmt.Errorf("vmemmap_list maps %#x, outside the vmemmap [%#x, %#x)", b.Virt, f.vmemmapStart, f.vmemmapEnd)
+		}
+		if i > 0 && f.vmemmap[i-1].Virt+f.vmemmap[i-1].Size > b.Virt {
+			return nil, fmt.Errorf("vmemmap_list maps %#x twice", b.Virt)
+		}
 	}
 	return &Translator{r: r, format: f, top: top, levels: 4, bigEndian: true}, nil
 }
@@ -280,21 +336,27 @@ var ppc64LevelNames = [4]string{"PGD", "PUD", "PMD", "PTE"}
 // (and the vmemmap when the list is empty) by the table walk.
 func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 	switch {
-	case vaddr < PPC64PageOffset || vaddr >= ppc64RegionEnd:
-		return Mapping{}, failure{err: ErrNonCanonical}
-	case vaddr < PPC64VmallocStart:
-		// The linear map: report 64 KiB pages (its real mapping size is the
-		// MMU's business, and under hash it is not in these tables).
-		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: 1 << f.pageShift}, failure{}
-	case vaddr >= PPC64VmemmapStart && len(f.vmemmap) > 0:
-		for _, b := range f.vmemmap {
-			if vaddr >= b.Virt && vaddr-b.Virt < b.Size {
-				return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, failure{}
-			}
+	case vaddr >= PPC64PageOffset && vaddr < f.linearEnd:
+		// The linear map is one contiguous mapping (how the MMU maps it is
+		// its business, and under hash these tables do not): report it in
+		// pieces of a top-level entry's span, so that a walk through the
+		// address space (package priority's) passes it in a few steps.
+		span := uint64(1) << f.shift(0)
+		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: span}, failure{}
+	case vaddr >= f.vmemmapStart && vaddr < f.vmemmapEnd && (len(f.vmemmap) > 0 || !f.radix):
+		// Under hash the Linux tables never map the vmemmap (with 4 KiB
+		// pages its addresses would even alias vmalloc's in the walk,
+		// which ignores the top nibble): the list is all there is.
+		i := sort.Search(len(f.vmemmap), func(i int) bool { return f.vmemmap[i].Virt+f.vmemmap[i].Size > vaddr })
+		if i < len(f.vmemmap) && vaddr >= f.vmemmap[i].Virt {
+			b := f.vmemmap[i]
+			return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, failure{}
 		}
 		return Mapping{}, failure{level: "vmemmap_list", span: 1 << f.pageShift, err: ErrNotPresent}
+	case vaddr >= f.vmemmapStart && vaddr < f.vmemmapEnd, vaddr >= f.tablesStart && vaddr < f.tablesEnd:
+		return f.walk(t, vaddr)
 	}
-	return f.walk(t, vaddr)
+	return Mapping{}, failure{err: ErrNonCanonical}
 }
 
 // walk goes down the four levels: an entry of 0 or without the present

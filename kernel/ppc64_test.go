@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// ppcTables builds book3s64 page tables (64 KiB pages, big-endian
-// entries) of one MMU geometry in a memPhys.
+// ppcTables builds book3s64 page tables (big-endian entries) of one MMU
+// and page size in a memPhys, each table in a 64 KiB block of its own.
 type ppcTables struct {
 	mem  *memPhys
 	f    ppc64Format
@@ -17,8 +17,8 @@ type ppcTables struct {
 	next uint64
 }
 
-func newPPCTables(mem *memPhys, radix bool, base uint64) *ppcTables {
-	f, err := ppc64Geometry(65536, radix)
+func newPPCTables(mem *memPhys, pageSize uint64, radix bool, base uint64) *ppcTables {
+	f, err := ppc64Geometry(pageSize, radix)
 	if err != nil {
 		panic(err)
 	}
@@ -58,39 +58,66 @@ func (pt *ppcTables) mapAt(va, pa uint64, leaf int, extra uint64) {
 	}
 }
 
-// Both geometries translate their pages and huge leaves by the walk, the
+// ppcGeometries are the four book3s64 geometries: both MMUs with 64 KiB
+// and with 4 KiB pages.
+var ppcGeometries = []struct {
+	name     string
+	pageSize uint64
+	radix    bool
+}{
+	{"radix-64k", 65536, true}, {"hash-64k", 65536, false},
+	{"radix-4k", 4096, true}, {"hash-4k", 4096, false},
+}
+
+// Every geometry translates its pages and huge leaves by the walk, the
 // linear map by subtraction without reading a table, and the vmemmap by
 // vmemmap_list when it has entries (by the walk when it is empty, as on
-// 6.6+ radix kernels); bit 55 of a hash PTE is not address.
+// 6.6+ radix kernels); bit 55 of a hash PTE is not address. Radix with
+// 4 KiB pages indexes a top table of 8192 entries (64 KiB: past its first
+// page, which makedumpfile's walk reads alone); hash with 4 KiB pages has
+// vmalloc at 0xd000000000000000, the vmemmap at 0xf000000000000000, and
+// walks with the top nibble ignored.
 func TestPPC64Lookup(t *testing.T) {
-	for _, radix := range []bool{true, false} {
-		t.Run(fmt.Sprintf("radix=%v", radix), func(t *testing.T) {
+	for _, g := range ppcGeometries {
+		t.Run(g.name, func(t *testing.T) {
 			mem := newMemPhys()
-			pt := newPPCTables(mem, radix, 0x2740000)
-			pmd := uint64(1) << pt.f.shift(2) // 2 MiB radix, 16 MiB hash
-			pud := uint64(1) << pt.f.shift(1)
-			pt.mapAt(0xc008000000020000, 0x4380000, 3, 0)
-			pt.mapAt(0xc008000000030000, 0x3110000, 3, 1<<55)
-			pt.mapAt(0xc00a000000000000, 8*pmd, 2, 0)
-			pt.mapAt(0xc00c000000000000, 0x36000000&^(pmd-1), 2, 0)
-			pt.mapAt(0xc009000000000000, 3*pud, 1, 0)
-			list := []VmemmapBacking{{Virt: 0xc00c000000000000, Phys: 0x5000000, Size: 0x10000}, {Virt: 0xc00c000000010000, Phys: 0x7770000, Size: 0x10000}}
+			pt := newPPCTables(mem, g.pageSize, g.radix, 0x2740000)
+			f := pt.f
+			ps := g.pageSize
+			pmd := uint64(1) << f.shift(2) // 2 MiB radix, 16 MiB hash 64K, 2 MiB hash 4K
+			pud := uint64(1) << f.shift(1)
+			vm, io, vmemmap := f.tablesStart, f.tablesStart+(f.tablesEnd-f.tablesStart)/2, f.vmemmapStart
+			if g.pageSize == 4096 && !g.radix {
+				io = f.tablesStart + 56<<40 // H_KERN_IO_START
+			}
+			pt.mapAt(vm+2*ps, 0x4380000, 3, 0)
+			pt.mapAt(vm+3*ps, 0x3110000, 3, 1<<55)
+			pt.mapAt(io, 8*pmd, 2, 0)
+			if g.radix { // under hash the tables never map the vmemmap
+				pt.mapAt(vmemmap, 0x36000000&^(pmd-1), 2, 0)
+			}
+			pt.mapAt(vm+pud*3, 3*pud, 1, 0)
+			list := []VmemmapBacking{{Virt: vmemmap + ps, Phys: 0x7770000, Size: ps}, {Virt: vmemmap, Phys: 0x5000000, Size: ps}}
+			top := uint64(1) << f.shift(0)
 			for _, tc := range []struct {
 				list       []VmemmapBacking
 				va, pa, sz uint64
 				reads      int
 			}{
-				{nil, 0xc008000000020abc, 0x4380abc, 0x10000, 4},
-				{nil, 0xc008000000031234, 0x3111234, 0x10000, 4},
-				{nil, 0xc00a000000000000 + pmd - 8, 9*pmd - 8, pmd, 3},
-				{nil, 0xc009000000000000 + 12345, 3*pud + 12345, pud, 2},
-				{nil, 0xc00c000000000040, 0x36000000&^(pmd-1) + 0x40, pmd, 3},
-				{list, 0xc00c000000010040, 0x7770040, 0x10000, 0},
-				{list, 0xc00c000000000000, 0x5000000, 0x10000, 0},
-				{nil, 0xc000000002740008, 0x2740008, 0x10000, 0},
-				{nil, 0xc000000000000000, 0, 0x10000, 0},
+				{nil, vm + 2*ps + 0xabc, 0x4380abc, ps, 4},
+				{nil, vm + 3*ps + 0x234, 0x3110234, ps, 4},
+				{nil, io + pmd - 8, 9*pmd - 8, pmd, 3},
+				{nil, vm + pud*3 + 12345, 3*pud + 12345, pud, 2},
+				{nil, vmemmap + 0x40, 0x36000000&^(pmd-1) + 0x40, pmd, 3}, // radix 6.6+: no list
+				{list, vmemmap + ps + 0x40, 0x7770040, ps, 0},
+				{list, vmemmap, 0x5000000, ps, 0},
+				{nil, PPC64PageOffset + 0x2740008, 0x2740008, top, 0},
+				{nil, PPC64PageOffset, 0, top, 0},
 			} {
-				tr, err := NewPPC64TranslatorAt(mem, pt.top, radix, tc.list)
+				if tc.va == vmemmap+0x40 && !g.radix {
+					continue
+				}
+				tr, err := NewPPC64TranslatorAt(mem, pt.top, g.pageSize, g.radix, tc.list)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,19 +130,20 @@ func TestPPC64Lookup(t *testing.T) {
 					t.Errorf("Lookup(%#x) read %d tables, want %d", tc.va, mem.reads, tc.reads)
 				}
 			}
-			tr, _ := NewPPC64TranslatorAt(mem, pt.top, radix, list)
+			tr, _ := NewPPC64TranslatorAt(mem, pt.top, g.pageSize, g.radix, list)
 			for _, tc := range []struct {
 				va    uint64
 				level string
 				err   error
 			}{
-				{0xc008000000040000, "PTE", ErrNotPresent},
-				{0xc008000000000000 + 4*pmd, "PMD", ErrNotPresent},
-				{0xc00b000000000000, "PGD", ErrNotPresent},
-				{0xc00e000000000000, "vmemmap_list", ErrNotPresent},
-				{0xc00c000000020000, "vmemmap_list", ErrNotPresent},
+				{vm + 4*ps, "PTE", ErrNotPresent},
+				{vm + 4*pmd, "PMD", ErrNotPresent},
+				{vm + top*5, "PGD", ErrNotPresent},
+				{vmemmap + 5*ps, "vmemmap_list", ErrNotPresent},
+				{vmemmap + 2*ps, "vmemmap_list", ErrNotPresent},
 				{0x00007fff00000000, "", ErrNonCanonical},
-				{0xc010000000000000, "", ErrNonCanonical},
+				{PPC64PageOffset - 1, "", ErrNonCanonical},
+				{f.vmemmapEnd, "", ErrNonCanonical},
 			} {
 				_, err := tr.Lookup(tc.va)
 				var te *TranslationError
@@ -123,13 +151,39 @@ func TestPPC64Lookup(t *testing.T) {
 					t.Errorf("Lookup(%#x) = %v, want %s %v", tc.va, err, tc.level, tc.err)
 				}
 			}
+			if !g.radix {
+				// Under hash the vmemmap has no table walk: without a
+				// list it is not mapped.
+				tr, _ := NewPPC64TranslatorAt(mem, pt.top, g.pageSize, g.radix, nil)
+				if _, err := tr.Lookup(vmemmap + 0x40); !errors.Is(err, ErrNotPresent) {
+					t.Errorf("hash vmemmap without a list: %v", err)
+				}
+			}
+			if g.pageSize == 4096 && !g.radix {
+				for _, va := range []uint64{f.tablesEnd, f.linearEnd, 0xe000000000000000, PPC64VmallocStart} {
+					if _, err := tr.Lookup(va); !errors.Is(err, ErrNonCanonical) {
+						t.Errorf("Lookup(%#x) = %v, want non-canonical", va, err)
+					}
+				}
+			}
 			// A ReadVirt across two vmalloc pages that are not contiguous.
-			pt.mapAt(0xc008000000040000, 0x9990000, 3, 0)
+			pt.mapAt(vm+4*ps, 0x9990000, 3, 0)
+			pt.mapAt(vm+5*ps, 0x8880000, 3, 0)
+			mem.write(0x9990000+ps-16, []byte("0123456789abcdef"))
+			mem.write(0x8880000, []byte("ghijklmnopqrstuv"))
 			buf := make([]byte, 32)
-			mem.write(0x438fff0, []byte("0123456789abcdef"))
-			mem.write(0x9990000, []byte("ghijklmnopqrstuv"))
-			if err := tr.ReadVirt(0xc00800000002fff0, buf[:16]); err != nil || string(buf[:16]) != "0123456789abcdef" {
-				t.Errorf("ReadVirt = %q, %v", buf[:16], err)
+			tr, _ = NewPPC64TranslatorAt(mem, pt.top, g.pageSize, g.radix, list) // a fresh table cache
+			if err := tr.ReadVirt(vm+5*ps-16, buf); err != nil || string(buf) != "0123456789abcdefghijklmnopqrstuv" {
+				t.Errorf("ReadVirt = %q, %v", buf, err)
+			}
+			// Overlapping or misplaced vmemmap_list entries are refused.
+			for _, bad := range [][]VmemmapBacking{
+				{{Virt: vmemmap, Phys: 0, Size: 2 * ps}, {Virt: vmemmap + ps, Phys: 0x100000, Size: ps}},
+				{{Virt: vm, Phys: 0, Size: ps}},
+			} {
+				if _, err := NewPPC64TranslatorAt(mem, pt.top, g.pageSize, g.radix, bad); err == nil {
+					t.Errorf("vmemmap_list %+v accepted", bad)
+				}
 			}
 		})
 	}
@@ -197,7 +251,7 @@ func ppcKernelMem(mem *memPhys, n int) {
 func TestPPC64NewTranslator(t *testing.T) {
 	mem := newMemPhys()
 	ppcKernelMem(mem, 3)
-	newPPCTables(mem, true, 0x2740000)
+	newPPCTables(mem, 65536, true, 0x2740000)
 	// cur_cpu_spec -> a cpu_spec with mmu_features at 24.
 	mem.write(0x2800000, binary.LittleEndian.AppendUint64(nil, PPC64PageOffset+0x2810000))
 	mem.write(0x2810000+24, binary.LittleEndian.AppendUint32(nil, 0x40|0x1))
@@ -241,7 +295,7 @@ func TestPPC64NewTranslator(t *testing.T) {
 	}{
 		{"no VMCOREINFO", nil, "needs its VMCOREINFO", nil},
 		{"no swapper_pg_dir", ppcVI(t, "-SYMBOL(swapper_pg_dir)"), "SYMBOL(swapper_pg_dir)", nil},
-		{"4 KiB pages", ppcVI(t, "-PAGESIZE", "PAGESIZE=4096"), "only 64 KiB-page", nil},
+		{"16 KiB pages", ppcVI(t, "-PAGESIZE", "PAGESIZE=16384"), "4 KiB or 64 KiB pages", nil},
 		{"swapper_pg_dir not linear", ppcVI(t, "-SYMBOL(swapper_pg_dir)", "SYMBOL(swapper_pg_dir)=c008000000000000"), "not a linear-map address", nil},
 		{"vmemmap key missing", ppcVI(t, "-OFFSET(vmemmap_backing.phys)"), "OFFSET(vmemmap_backing.phys)", nil},
 		{"bad psize", ppcVI(t), "not plausible", func(m *memPhys) { m.write(0x27593c0, []byte{99, 0, 0, 0}) }},
@@ -258,7 +312,7 @@ func TestPPC64NewTranslator(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := newMemPhys()
 			ppcKernelMem(mem, 3)
-			newPPCTables(mem, true, 0x2740000)
+			newPPCTables(mem, 65536, true, 0x2740000)
 			if tc.setup != nil {
 				tc.setup(mem)
 			}
@@ -266,7 +320,7 @@ func TestPPC64NewTranslator(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewTranslator = %v, want an error with %q", err, tc.want)
 			}
-			if strings.Contains(tc.name, "VMCOREINFO") || strings.Contains(tc.name, "swapper") || strings.Contains(tc.name, "4 KiB") {
+			if strings.Contains(tc.name, "VMCOREINFO") || strings.Contains(tc.name, "swapper") || strings.Contains(tc.name, "16 KiB") {
 				if PPC64LE.Check(tc.vi) == nil {
 					t.Fatal("Check accepted it")
 				}
@@ -282,7 +336,7 @@ func TestPPC64NewTranslator(t *testing.T) {
 	// An empty vmemmap_list (6.6+ radix) leaves the vmemmap to the walk.
 	mem = newMemPhys()
 	ppcKernelMem(mem, 0)
-	pt := newPPCTables(mem, true, 0x2740000)
+	pt := newPPCTables(mem, 65536, true, 0x2740000)
 	pt.mapAt(PPC64VmemmapStart, 0x36000000, 2, 0)
 	tr, err := PPC64LE.NewTranslator(mem, ppcVI(t, "NUMBER(RADIX_MMU)=1"))
 	if err != nil {
@@ -328,21 +382,29 @@ func ppcFuzzSeed() []byte {
 	return seed
 }
 
-// FuzzPPC64VtoP walks arbitrary tables of both geometries: no panic, at
-// most one table read per level, and a translation keeps the page offset,
-// names a power-of-two page of at least 64 KiB and a 53-bit address.
+// FuzzPPC64VtoP walks arbitrary tables of every geometry (both MMUs, 4 KiB
+// and 64 KiB pages: small): no panic, at most one table read per level,
+// and a translation keeps the page offset, names a power-of-two page of at
+// least the page size and a 53-bit address.
 func FuzzPPC64VtoP(f *testing.F) {
 	seed := ppcFuzzSeed()
-	f.Add(seed, true, uint64(0xc008000000021234))
-	f.Add(seed, true, uint64(0xc00a000000001234))
-	f.Add(seed, false, uint64(0xc008000000021234))
-	f.Add(seed, true, uint64(0xc000000012345678))
-	f.Fuzz(func(t *testing.T, recs []byte, radix bool, vaddr uint64) {
+	f.Add(seed, true, false, uint64(0xc008000000021234))
+	f.Add(seed, true, false, uint64(0xc00a000000001234))
+	f.Add(seed, false, false, uint64(0xc008000000021234))
+	f.Add(seed, true, false, uint64(0xc000000012345678))
+	f.Add(seed, true, true, uint64(0xc00c000000001234))
+	f.Add(seed, false, true, uint64(0xd000000000001234))
+	f.Add(seed, false, true, uint64(0xf000000000001234))
+	f.Fuzz(func(t *testing.T, recs []byte, radix, small bool, vaddr uint64) {
 		if len(recs) > 11*512 {
 			recs = recs[:11*512]
 		}
+		pageSize := uint64(65536)
+		if small {
+			pageSize = 4096
+		}
 		phys := &fuzzPhys{b: ppcFuzzMemory(recs)}
-		tr, err := NewPPC64TranslatorAt(phys, 0, radix, nil)
+		tr, err := NewPPC64TranslatorAt(phys, 0, pageSize, radix, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +419,7 @@ func FuzzPPC64VtoP(f *testing.F) {
 			}
 			return
 		}
-		if m.Paddr >= 1<<53 || m.PageSize < 1<<16 || m.PageSize&(m.PageSize-1) != 0 {
+		if m.Paddr >= 1<<53 || m.PageSize < pageSize || m.PageSize&(m.PageSize-1) != 0 {
 			t.Fatalf("Lookup(%#x) = %#x, page size %#x", vaddr, m.Paddr, m.PageSize)
 		}
 		if m.Paddr&(m.PageSize-1) != vaddr&(m.PageSize-1) {
@@ -375,7 +437,7 @@ func FuzzPPC64VtoP(f *testing.F) {
 func TestPPC64FindMemMap(t *testing.T) {
 	mem := newMemPhys()
 	ppcKernelMem(mem, 1) // one 2 MiB vmemmap block at physical 0x36000000
-	newPPCTables(mem, true, 0x2740000)
+	newPPCTables(mem, 65536, true, 0x2740000)
 	const roots, root0 = 0x4000000, 0x4100000
 	mem.write(roots, binary.LittleEndian.AppendUint64(nil, PPC64PageOffset+root0))
 	for n := uint64(0); n < 64; n++ {
@@ -404,5 +466,68 @@ func TestPPC64FindMemMap(t *testing.T) {
 	b := make([]byte, 18)
 	if err := tr.ReadVirt(mm.Sections[0x1234/256].MemMap+0x34*64, b); err != nil || string(b) != "struct page 0x1234" {
 		t.Fatalf("struct page of pfn 0x1234: %q, %v", b, err)
+	}
+}
+
+// Debian 13's default ppc64el kernel: 4 KiB pages, 6.12. Under radix its
+// vmemmap_list is empty and the struct pages are found by the walk, whose
+// vmemmap entry is in the 13th page of the 64 KiB top table; under hash
+// the list holds the vmemmap at 0xf000000000000000, in pieces of the base
+// page (the list is searched in address order, whatever its own order).
+func TestPPC64NewTranslator4K(t *testing.T) {
+	const psizeDefs, psizeVar, head = 0x27593c8, 0x27593c0, 0x27591c0
+	le := func(mem *memPhys, pa, v uint64, size int) {
+		mem.write(pa, binary.LittleEndian.AppendUint64(nil, v)[:size])
+	}
+	vi := func(radix int) *VMCOREINFO {
+		return ppcVI(t, "-PAGESIZE", "PAGESIZE=4096", fmt.Sprintf("NUMBER(RADIX_MMU)=%d", radix))
+	}
+
+	mem := newMemPhys()
+	le(mem, psizeVar, 7, 4) // MMU_PAGE_2M, as radix has it
+	le(mem, psizeDefs+7*96, 21, 4)
+	le(mem, head, 0, 8)
+	pt := newPPCTables(mem, 4096, true, 0x2740000)
+	pt.mapAt(PPC64VmemmapStart, 0x36000000, 2, 0)
+	if idx := PPC64VmemmapStart >> pt.f.shift(0) & (1<<pt.f.bits[0] - 1); idx*8 < 4096 {
+		t.Fatalf("the vmemmap's top-level entry %d lies in the table's first page", idx)
+	}
+	tr, err := PPC64LE.NewTranslator(mem, vi(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pa, err := tr.VtoP(PPC64VmemmapStart + 0x1040); err != nil || pa != 0x36001040 {
+		t.Fatalf("radix vmemmap by the walk: %#x, %v", pa, err)
+	}
+
+	mem = newMemPhys()
+	le(mem, psizeVar, 0, 4) // MMU_PAGE_4K
+	le(mem, psizeDefs, 12, 4)
+	newPPCTables(mem, 4096, false, 0x2740000)
+	prev := uint64(head)
+	for i := uint64(0); i < 3; i++ { // pushed at the head: the highest first
+		e := 0x3000000 + i*24
+		le(mem, prev, PPC64PageOffset+e, 8)
+		le(mem, e+8, 0x5000000+(2-i)<<12, 8)
+		le(mem, e+16, PPC64Hash4KVmemmapStart+(2-i)<<12, 8)
+		le(mem, e, 0, 8)
+		prev = e
+	}
+	tr, err = PPC64LE.NewTranslator(mem, vi(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for va, want := range map[uint64]uint64{PPC64Hash4KVmemmapStart: 0x5000000, PPC64Hash4KVmemmapStart + 0x2fc0: 0x5002fc0} {
+		if pa, err := tr.VtoP(va); err != nil || pa != want {
+			t.Errorf("hash vmemmap %#x: %#x, %v; want %#x", va, pa, err, want)
+		}
+	}
+	if _, err := tr.VtoP(PPC64Hash4KVmemmapStart + 0x3000); !errors.Is(err, ErrNotPresent) {
+		t.Errorf("past the list: %v", err)
+	}
+	// A 64 KiB-page list's vmemmap address is not in hash's 4 KiB layout.
+	le(mem, 0x3000000+16, PPC64VmemmapStart, 8)
+	if _, err := PPC64LE.NewTranslator(mem, vi(0)); err == nil || !strings.Contains(err.Error(), "outside the vmemmap") {
+		t.Errorf("a list entry at %#x: %v", PPC64VmemmapStart, err)
 	}
 }
