@@ -59,9 +59,9 @@ func arm64Machine(ks synth.KernelSpec, mib int, page uint64) synth.Spec {
 	return s
 }
 
-// wantARM64 is what a dump of s at level must hold: the generator's
+// wantTruth is what a dump of kernel machine s at level must hold: the generator's
 // pages of the pfns its truth keeps.
-func wantARM64(t *testing.T, s synth.Spec, level string) (judge.Pages, []byte) {
+func wantTruth(t *testing.T, s synth.Spec, level string) (judge.Pages, []byte) {
 	t.Helper()
 	var l int
 	fmt.Sscan(level, &l)
@@ -136,7 +136,7 @@ func TestARM64GeneratedDumps(t *testing.T) {
 			for _, level := range m.levels {
 				out := filepath.Join(dir, m.name+".d"+level)
 				mustPagepipe(t, "-d", level, vmcore, out)
-				want, bits := wantARM64(t, s, level)
+				want, bits := wantTruth(t, s, level)
 				if d := want.Diff(ownReader(t, out)); d != "" {
 					t.Fatalf("-d %s:\n%s", level, d)
 				}
@@ -154,7 +154,7 @@ func TestARM64GeneratedDumps(t *testing.T) {
 				}
 			}
 			d31 := filepath.Join(dir, m.name+".d31")
-			want, _ := wantARM64(t, s, "31")
+			want, _ := wantTruth(t, s, "31")
 			codecs := []string{"-c", "-l"}
 			if m.shapes {
 				codecs = append(codecs, "-p", "-z")
@@ -204,7 +204,7 @@ func TestARM64GeneratedDumps(t *testing.T) {
 // arm64 ELF header and the truth's pages; verify and inspect read the
 // dump in its page size; --split's files together hold them.
 func checkARM64Shapes(t *testing.T, dir, name, vmcore, d31 string, s synth.Spec) {
-	want, _ := wantARM64(t, s, "31")
+	want, _ := wantTruth(t, s, "31")
 	var stream, stderr bytes.Buffer
 	if rc := run([]string{"-F", "-d", "31", vmcore}, strings.NewReader(""), &stream, &stderr); rc != 0 {
 		t.Fatalf("-F: exit %d: %s", rc, stderr.String())

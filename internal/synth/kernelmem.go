@@ -72,6 +72,9 @@ type KernelSpec struct {
 	// 16 KiB pages. x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
+	// HashMMU gives a ppc64le machine (kppc64.go) the hash MMU, as the
+	// kernel's disable_radix does, instead of radix. Others ignore it.
+	HashMMU bool
 	// Lean makes machines of several TiB cheap (KernelMachine sets it
 	// above 256 GiB): the struct pages of a free block's pages past its
 	// head are all zero, and a page of struct pages that holds nothing
@@ -146,6 +149,7 @@ type statusRange struct {
 type kmem struct {
 	prof       *profile
 	arm        *arm64Layout // nil: x86_64
+	ppc        *ppc64Layout // nil: not ppc64le
 	ks         KernelSpec
 	seed       uint64
 	segs       []Segment // the spec's (RAM)
@@ -215,7 +219,7 @@ func kernelOf(s *Spec) (*kmem, error) {
 	e := v.(*kernelCacheEntry)
 	e.mu.Lock()
 	for _, k := range slices.Backward(e.kms) {
-		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && k.ps == s.PageBytes() &&
+		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && (k.ppc != nil) == (s.Arch == PPC64LE) && k.ps == s.PageBytes() &&
 			(slices.Equal(k.segs, s.Segments) || slices.Equal(k.fileSegs, s.Segments)) {
 			e.mu.Unlock()
 			return k, nil
@@ -283,6 +287,11 @@ func buildKernel(s *Spec) (*kmem, error) {
 		}
 		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-arm64", 1)
 		k.prof = &p
+	}
+	if s.Arch == PPC64LE {
+		if err := k.setupPPC64(); err != nil {
+			return nil, err
+		}
 	}
 	k.pps = 1 << (k.sectionBits - k.shift)
 	k.perRoot = k.ps / memSectionSize
@@ -416,6 +425,9 @@ func (k *kmem) physBits() int {
 	if k.arm != nil {
 		return k.arm.physBits()
 	}
+	if k.ppc != nil {
+		return ppcPhysBits
+	}
 	return maxPhysmemBits
 }
 
@@ -443,6 +455,8 @@ func (k *kmem) virtualLayout() {
 	k.pageOffset, k.vmemmap, k.vmallocStart = directMapBase, vmemmapBaseL4, vmallocBaseL4
 	if k.arm != nil {
 		k.virtualLayoutARM64()
+	} else if k.ppc != nil {
+		k.virtualLayoutPPC64()
 	} else if k.ks.KASLR {
 		// kernel_randomize_memory moves each region up in PUD (1 GiB)
 		// steps; the direct map stays below vmalloc and vmemmap.
@@ -511,6 +525,9 @@ func (k *kmem) place() error {
 	if k.arm != nil {
 		armImg, mbPages = k.placeARM64(img, rootPages+uint64(len(rootUsed))+misc, nPresent)
 	}
+	if k.ppc != nil {
+		armImg, mbPages = k.placePPC64(rootPages+uint64(len(rootUsed))+misc, nPresent)
+	}
 
 	slides := []uint64{0}
 	if k.ks.KASLR {
@@ -520,12 +537,12 @@ func (k *kmem) place() error {
 		}
 		slides = append(slides, 0)
 	}
-	if k.arm != nil {
+	if k.arm != nil || k.ppc != nil {
 		slides = []uint64{0}
 	}
 	for _, j := range slides {
 		imgLo := (defaultPhysStart + j*bigPage2M) / k.ps
-		if k.arm != nil {
+		if k.arm != nil || k.ppc != nil {
 			imgLo = armImg
 		}
 		imgHi := imgLo + img/k.ps
@@ -562,6 +579,9 @@ func (k *kmem) place() error {
 	if k.arm != nil {
 		k.textVA = k.arm.modulesEnd + k.kaslrOffset // KIMAGE_VADDR + KERNELOFFSET
 		k.arm.kimageVoffset = k.textVA - k.imgLo*k.ps
+	}
+	if k.ppc != nil {
+		k.textVA, k.physBase = k.va(k.imgLo*k.ps), 0 // _stext is PAGE_OFFSET
 	}
 
 	// One chunk of struct pages per present section (2 MiB with 4 KiB
@@ -702,6 +722,9 @@ func (k *kmem) kva(pa uint64) uint64 {
 	if k.arm != nil {
 		return pa + k.arm.kimageVoffset
 	}
+	if k.ppc != nil {
+		return k.va(pa) // the image is in the linear map
+	}
 	return startKernelMap + pa - uint64(k.physBase)
 }
 
@@ -750,6 +773,10 @@ func (b *ptBuilder) mapLarge(top, va, pa uint64, shift uint, flags uint64) {
 func (k *kmem) buildTables() {
 	if k.arm != nil {
 		k.buildTablesARM64()
+		return
+	}
+	if k.ppc != nil {
+		k.buildTablesPPC64()
 		return
 	}
 	top := k.imgLo + (k.imgHi-k.imgLo)*5/8
@@ -835,6 +862,17 @@ func (k *kmem) buildMemSection() {
 	k.sym["node_data_pgdat"] = k.va(usage * k.ps)
 }
 
+// machine is utsname's machine: uname -m.
+func (k *kmem) machine() string {
+	switch {
+	case k.arm != nil:
+		return "aarch64"
+	case k.ppc != nil:
+		return "ppc64le"
+	}
+	return "x86_64"
+}
+
 // uts field offsets in struct new_utsname (65-byte fields).
 const (
 	utsLen     = 65
@@ -855,7 +893,7 @@ func (k *kmem) buildGlobals() {
 		binary.LittleEndian.PutUint32(pg[0:], 3) // kref
 	}
 	for i, s := range []string{"Linux", fmt.Sprintf("synth-%04x", k.seed&0xffff), k.prof.osrelease,
-		k.prof.version, map[bool]string{false: "x86_64", true: "aarch64"}[k.arm != nil], "(none)"} {
+		k.prof.version, k.machine(), "(none)"} {
 		copy(pg[base+uint64(i)*utsLen:], s)
 	}
 	k.sym["init_uts_ns"] = k.kva(globals * k.ps)

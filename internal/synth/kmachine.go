@@ -107,8 +107,10 @@ func kernelView(s *Spec) Spec {
 // fileSegments builds the kernel machine's PT_LOADs.
 func (k *kmem) fileSegments() []Segment {
 	segs := make([]Segment, 0, len(k.segs)+1)
-	img := (k.imgHi - k.imgLo) * k.ps
-	segs = append(segs, Segment{Paddr: k.imgLo * k.ps, FileSize: img, MemSize: img, Vaddr: k.textVA})
+	if k.ppc == nil { // ppc64's image is in the linear map: kexec-tools adds no PT_LOAD for it
+		img := (k.imgHi - k.imgLo) * k.ps
+		segs = append(segs, Segment{Paddr: k.imgLo * k.ps, FileSize: img, MemSize: img, Vaddr: k.textVA})
+	}
 	for _, g := range k.segs {
 		if g.FileSize > 0 {
 			g.Vaddr = k.pageOffset + g.Paddr

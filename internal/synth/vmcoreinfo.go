@@ -134,6 +134,9 @@ func archX86(k *kmem, smeMask bool) []kv {
 	if k.arm != nil {
 		return archARM64(k)
 	}
+	if k.ppc != nil {
+		return archPPC64(k)
+	}
 	l := []kv{
 		viNum("phys_base", k.physBase),
 		viSym("init_top_pgt", k.sym["init_top_pgt"]),
@@ -191,10 +194,14 @@ func viMM(k *kmem, sec []kv, compoundDtor bool, vmapList int, ring []kv) []kv {
 	if vmapList != 0 {
 		l = append(l, viOff("vmap_area.va_start", 0), viOff("vmap_area.list", vmapList))
 	}
-	l = append(append(l, viLen("zone.free_area", lenFreeAreaOrder)), ring...)
+	orders := lenFreeAreaOrder
+	if k.ppc != nil {
+		orders = ppcFreeAreaOrder
+	}
+	l = append(append(l, viLen("zone.free_area", orders)), ring...)
 	freeList := lenFreeList
-	if k.arm != nil {
-		freeList++ // arm64 has MIGRATE_CMA (the arm64 6.1 vmcore: 6)
+	if k.arm != nil || k.ppc != nil {
+		freeList++ // arm64 and ppc64 have MIGRATE_CMA (the arm64 6.1 vmcore: 6)
 	}
 	return append(l, viLen("free_area.free_list", freeList))
 }
