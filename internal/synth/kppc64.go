@@ -52,7 +52,7 @@ const (
 	ppcHashVmalloc   = 0xd000000000000000
 	ppcHashVmemmap   = 0xf000000000000000
 	ppcSectionBits   = 24 // arch/powerpc/include/asm/sparsemem.h
-	ppcPhysBits      = 46 // MAX_PHYSMEM_BITS with 4 KiB pages
+	ppcPhysBits      = 51 // MAX_PHYSMEM_BITS (the hash MMU maps 46 bits of it)
 	ppcFreeAreaOrder = 13 // CONFIG_ARCH_FORCE_MAX_ORDER 12: NR_PAGE_ORDERS
 	ppcNodes         = 256
 	// mmu_psize_defs: enum mmu_psize's indexes (asm/mmu.h) and
@@ -61,8 +61,8 @@ const (
 	ppcPsizeDefSize        = 96
 	ppcBackingSize         = 24 // sizeof(struct vmemmap_backing)
 	ppcMMUFtrRadix         = 0x40
-	ppcCPUSpecMMUFeatures  = 24 // offsetof(struct cpu_spec, mmu_features)
-	ppcCPUSpecCPUFeatures  = 8
+	ppcCPUSpecMMUFeatures  = 32 // offsetof(struct cpu_spec, mmu_features)
+	ppcCPUSpecCPUFeatures  = 16
 )
 
 // newPPC64Layout checks the spec for a ppc64le machine.
