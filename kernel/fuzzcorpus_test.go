@@ -94,9 +94,9 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		{Name: "no-tables", Args: []any{[]byte{}, false, false, uint64(0xc008000000000000)}},
 		{Name: "radix-4k-pgd-past-first-page", Args: []any{ppc, true, true, uint64(0xc00c000000000040)}},
 		{Name: "radix-4k-vmalloc", Args: []any{ppc, true, true, uint64(0xc008000000021234)}},
-		{Name: "hash-4k-vmalloc", Args: []any{ppc, false, true, uint64(0xd000000000021234)}},
-		{Name: "hash-4k-vmemmap", Args: []any{ppc, false, true, uint64(0xf000000000000040)}},
-		{Name: "hash-4k-linear-end", Args: []any{ppc, false, true, uint64(0xc000400000000000)}},
+		{Name: "hash-4k-vmalloc", Args: []any{ppc, false, true, uint64(0xc0003d0000021234)}},
+		{Name: "hash-4k-vmemmap", Args: []any{ppc, false, true, uint64(0xc0003f0000000040)}},
+		{Name: "hash-4k-end", Args: []any{ppc, false, true, uint64(0xc000400000000000)}},
 	}
 	fuzzcorpus.Check(t, "FuzzPPC64VtoP", ppc64)
 

@@ -29,9 +29,8 @@ import (
 // flavour, other distributions') or 4 KiB (trixie's default powerpc64le
 // flavour). The geometry follows from both (ppc64Geometry): radix keeps
 // its layout and a 13-bit (with 4 KiB pages a 64 KiB) top table; hash with
-// 4 KiB pages has 46-bit tables and puts vmalloc at 0xd000000000000000 and
-// the vmemmap at 0xf000000000000000 (Linux 5.4's "Update 4k PAGE_SIZE
-// kernel mapping").
+// 4 KiB pages has 46-bit tables and packs its regions into the top 3 TiB of
+// them (Linux 5.8's "Support large linear mapping range with 4K").
 type ppc64 struct{}
 
 // PPC64LE is the little-endian 64-bit PowerPC kernel.
@@ -61,13 +60,14 @@ const (
 )
 
 // The hash MMU's layout with 4 KiB pages (asm/book3s/64/hash-4k.h since
-// Linux 5.4): its tables cover 46 bits (64 TiB), so the linear map, the
-// vmalloc and I/O region and the vmemmap each get a top nibble of their
-// own, which the table walk ignores.
+// Linux 5.8, commit 7746406baa3b): its tables cover 46 bits (64 TiB), of
+// which the linear map takes 61 TiB, then vmalloc, I/O and the vmemmap
+// 1 TiB each (the real 6.12 vmcore's NUMBER(VMALLOC_START) and
+// makedumpfile's vmemmap_start agree).
 const (
-	PPC64Hash4KVmallocStart uint64 = 0xd000000000000000
-	PPC64Hash4KVmemmapStart uint64 = 0xf000000000000000
-	ppc64Hash4KSpan         uint64 = 1 << 46
+	PPC64Hash4KVmallocStart uint64 = 0xc0003d0000000000
+	PPC64Hash4KVmemmapStart uint64 = 0xc0003f0000000000
+	ppc64Hash4KEnd          uint64 = PPC64PageOffset + 1<<46
 )
 
 // Page-table entry bits (arch/powerpc/include/asm/book3s/64/pgtable.h):
@@ -147,9 +147,9 @@ func ppc64Geometry(pageSize uint64, radix bool) (ppc64Format, error) {
 		f.pageShift, f.bits = 12, [4]uint{13, 9, 9, 9}
 	case pageSize == 4096:
 		f.pageShift, f.bits = 12, [4]uint{9, 9, 7, 9}
-		f.linearEnd = PPC64PageOffset + ppc64Hash4KSpan
-		f.tablesStart, f.tablesEnd = PPC64Hash4KVmallocStart, PPC64Hash4KVmallocStart+ppc64Hash4KSpan
-		f.vmemmapStart, f.vmemmapEnd = PPC64Hash4KVmemmapStart, PPC64Hash4KVmemmapStart+ppc64Hash4KSpan
+		f.linearEnd = PPC64Hash4KVmallocStart
+		f.tablesStart, f.tablesEnd = PPC64Hash4KVmallocStart, PPC64Hash4KVmemmapStart
+		f.vmemmapStart, f.vmemmapEnd = PPC64Hash4KVmemmapStart, ppc64Hash4KEnd
 	default:
 		return ppc64Format{}, fmt.Errorf("PAGESIZE=%d: ppc64 kernels have 4 KiB or 64 KiB pages", pageSize)
 	}
@@ -344,9 +344,8 @@ func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 		span := uint64(1) << f.shift(0)
 		return Mapping{Paddr: vaddr - PPC64PageOffset, PageSize: span}, failure{}
 	case vaddr >= f.vmemmapStart && vaddr < f.vmemmapEnd && (len(f.vmemmap) > 0 || !f.radix):
-		// Under hash the Linux tables never map the vmemmap (with 4 KiB
-		// pages its addresses would even alias vmalloc's in the walk,
-		// which ignores the top nibble): the list is all there is.
+		// Under hash the Linux tables never map the vmemmap: the list is
+		// all there is.
 		i := sort.Search(len(f.vmemmap), func(i int) bool { return f.vmemmap[i].Virt+f.vmemmap[i].Size > vaddr })
 		if i < len(f.vmemmap) && vaddr >= f.vmemmap[i].Virt {
 			b := f.vmemmap[i]

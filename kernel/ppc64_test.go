@@ -75,8 +75,8 @@ var ppcGeometries = []struct {
 // 6.6+ radix kernels); bit 55 of a hash PTE is not address. Radix with
 // 4 KiB pages indexes a top table of 8192 entries (64 KiB: past its first
 // page, which makedumpfile's walk reads alone); hash with 4 KiB pages has
-// vmalloc at 0xd000000000000000, the vmemmap at 0xf000000000000000, and
-// walks with the top nibble ignored.
+// vmalloc at 0xc0003d0000000000 and the vmemmap at 0xc0003f0000000000,
+// in 46-bit tables.
 func TestPPC64Lookup(t *testing.T) {
 	for _, g := range ppcGeometries {
 		t.Run(g.name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestPPC64Lookup(t *testing.T) {
 			pud := uint64(1) << f.shift(1)
 			vm, io, vmemmap := f.tablesStart, f.tablesStart+(f.tablesEnd-f.tablesStart)/2, f.vmemmapStart
 			if g.pageSize == 4096 && !g.radix {
-				io = f.tablesStart + 56<<40 // H_KERN_IO_START
+				io = f.tablesStart + 1<<40 // H_KERN_IO_START
 			}
 			pt.mapAt(vm+2*ps, 0x4380000, 3, 0)
 			pt.mapAt(vm+3*ps, 0x3110000, 3, 1<<55)
@@ -160,7 +160,7 @@ func TestPPC64Lookup(t *testing.T) {
 				}
 			}
 			if g.pageSize == 4096 && !g.radix {
-				for _, va := range []uint64{f.tablesEnd, f.linearEnd, 0xe000000000000000, PPC64VmallocStart} {
+				for _, va := range []uint64{f.vmemmapEnd, 0xd000000000000000, 0xf000000000000000, PPC64VmallocStart} {
 					if _, err := tr.Lookup(va); !errors.Is(err, ErrNonCanonical) {
 						t.Errorf("Lookup(%#x) = %v, want non-canonical", va, err)
 					}
@@ -393,8 +393,8 @@ func FuzzPPC64VtoP(f *testing.F) {
 	f.Add(seed, false, false, uint64(0xc008000000021234))
 	f.Add(seed, true, false, uint64(0xc000000012345678))
 	f.Add(seed, true, true, uint64(0xc00c000000001234))
-	f.Add(seed, false, true, uint64(0xd000000000001234))
-	f.Add(seed, false, true, uint64(0xf000000000001234))
+	f.Add(seed, false, true, uint64(0xc0003d0000001234))
+	f.Add(seed, false, true, uint64(0xc0003f0000001234))
 	f.Fuzz(func(t *testing.T, recs []byte, radix, small bool, vaddr uint64) {
 		if len(recs) > 11*512 {
 			recs = recs[:11*512]
@@ -472,7 +472,7 @@ func TestPPC64FindMemMap(t *testing.T) {
 // Debian 13's default ppc64el kernel: 4 KiB pages, 6.12. Under radix its
 // vmemmap_list is empty and the struct pages are found by the walk, whose
 // vmemmap entry is in the 13th page of the 64 KiB top table; under hash
-// the list holds the vmemmap at 0xf000000000000000, in pieces of the base
+// the list holds the vmemmap at 0xc0003f0000000000, in pieces of the base
 // page (the list is searched in address order, whatever its own order).
 func TestPPC64NewTranslator4K(t *testing.T) {
 	const psizeDefs, psizeVar, head = 0x27593c8, 0x27593c0, 0x27591c0

@@ -21,7 +21,7 @@ import (
 // (Debian 13's default powerpc64le flavour) dumped below: radix, whose
 // vmemmap is found by the walk through the top table's 13th page, and
 // hash, whose vmemmap is vmemmap_list's alone and whose vmalloc is at
-// 0xd000000000000000. Each is dumped at every level and in every shape
+// 0xc0003d0000000000. Each is dumped at every level and in every shape
 // and codec.
 var ppc64Machines = []struct {
 	name string

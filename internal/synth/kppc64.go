@@ -14,7 +14,7 @@ import (
 // RAM from physical 0; no KASLR: the image at physical 0 and in the linear
 // map at PAGE_OFFSET 0xc000000000000000, so that every kernel address of
 // RAM is PAGE_OFFSET + pa; 16 MiB sections; struct pages in the vmemmap at
-// 0xc00c000000000000 (radix) or 0xf000000000000000 (hash); big-endian page
+// 0xc00c000000000000 (radix) or 0xc0003f0000000000 (hash); big-endian page
 // tables from swapper_pg_dir in the image.
 //
 // Radix (6.6+, whose vmemmap_list is empty) maps in its tables the linear
@@ -49,8 +49,8 @@ const (
 	ppcPageOffset    = 0xc000000000000000
 	ppcRadixVmalloc  = 0xc008000000000000
 	ppcRadixVmemmap  = 0xc00c000000000000
-	ppcHashVmalloc   = 0xd000000000000000
-	ppcHashVmemmap   = 0xf000000000000000
+	ppcHashVmalloc   = 0xc0003d0000000000
+	ppcHashVmemmap   = 0xc0003f0000000000
 	ppcSectionBits   = 24 // arch/powerpc/include/asm/sparsemem.h
 	ppcPhysBits      = 51 // MAX_PHYSMEM_BITS (the hash MMU maps 46 bits of it)
 	ppcFreeAreaOrder = 13 // CONFIG_ARCH_FORCE_MAX_ORDER 12: NR_PAGE_ORDERS
