@@ -183,6 +183,9 @@ func viMM(k *kmem, sec []kv, compoundDtor bool, vmapList int, ring []kv) []kv {
 	l := []kv{viSym("_stext", k.textVA)}
 	if vmapList == 0 {
 		l = append(l, kv{"NUMBER(VMALLOC_START)", fmt.Sprintf("0x%x", k.vmallocStart)})
+		if k.ppc != nil { // as the real ppc64le 6.12 vmcore has it
+			l = append(l, viSym("vmemmap", k.vmemmap))
+		}
 	} else {
 		l = append(l, viSym("vmap_area_list", k.sym["vmap_area_list"]))
 	}

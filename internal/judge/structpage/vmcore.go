@@ -1,5 +1,5 @@
-// Package structpage is a second reading of a real x86_64 vmcore's struct
-// pages, for tests: it says what the kernel made of each page (free, page
+// Package structpage is a second reading of a real x86_64 or ppc64le
+// vmcore's struct pages, for tests: it says what the kernel made of each page (free, page
 // cache, anonymous, hugetlb, slab, ...) and so which pages a dump level
 // leaves out, without any of pagepipe's own code. It parses the ELF file
 // with debug/elf, VMCOREINFO with strings.Cut, walks the page tables and
@@ -10,9 +10,11 @@
 // compared pagepipe with them would compare pagepipe with itself.
 //
 // It reads only what it needs for kernels 6.12+ (the kernels no Debian
-// makedumpfile is right for from 7.1 on) on x86_64 with
-// SPARSEMEM_EXTREME and SPARSEMEM_VMEMMAP, which every distribution
-// kernel has; anything else is an error, never a guess.
+// makedumpfile is right for from 7.1 on, and Debian 13's 4 KiB ppc64le
+// kernel, which no released makedumpfile reads right under radix) on
+// x86_64, and on ppc64le with 4 KiB pages, with SPARSEMEM_EXTREME and
+// SPARSEMEM_VMEMMAP, which every distribution kernel has; anything else
+// is an error, never a guess.
 package structpage
 
 import (
@@ -33,9 +35,11 @@ type Vmcore struct {
 	loads    []load
 	Info     map[string]string // VMCOREINFO, key (e.g. "OFFSET(page.flags)") to value
 	PageSize uint64
+	machine  elf.Machine
 	physBase uint64 // NUMBER(phys_base): where the kernel image was loaded
-	top      uint64 // physical address of init_top_pgt
+	top      uint64 // physical address of init_top_pgt (swapper_pg_dir on ppc64le)
 	levels   int    // 4 or 5
+	ppc      *ppc   // ppc64le's MMU
 }
 
 // load is a PT_LOAD's physical range and where its bytes are in the file.
@@ -58,8 +62,8 @@ func Open(path string) (*Vmcore, error) {
 		return nil, fmt.Errorf("structpage: %s: %w", path, err)
 	}
 	defer ef.Close()
-	if ef.Machine != elf.EM_X86_64 || ef.Class != elf.ELFCLASS64 {
-		return nil, fmt.Errorf("structpage: %s: not an x86_64 ELF64 vmcore", path)
+	if ef.Machine != elf.EM_X86_64 && ef.Machine != elf.EM_PPC64 || ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
+		return nil, fmt.Errorf("structpage: %s: not an x86_64 or ppc64le ELF64 vmcore", path)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -69,7 +73,7 @@ func Open(path string) (*Vmcore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("structpage: map %s: %w", path, err)
 	}
-	v := &Vmcore{data: data}
+	v := &Vmcore{data: data, machine: ef.Machine}
 	var note []byte
 	for _, p := range ef.Progs {
 		switch p.Type {
@@ -174,9 +178,12 @@ func (v *Vmcore) setup() error {
 		return err
 	}
 	if ps != 4096 {
-		return fmt.Errorf("PAGESIZE=%d, x86_64's is 4096", ps)
+		return fmt.Errorf("PAGESIZE=%d: only 4 KiB pages are read", ps)
 	}
 	v.PageSize = uint64(ps)
+	if v.machine == elf.EM_PPC64 {
+		return v.setupPPC()
+	}
 	pb, err := v.Number("NUMBER(phys_base)")
 	if err != nil {
 		return err
@@ -250,8 +257,11 @@ var errUnmapped = errors.New("not mapped in the page tables")
 
 // Virt translates a kernel virtual address: kernel-image addresses by
 // phys_base, all others by walking init_top_pgt (4 or 5 levels, 1 GiB and
-// 2 MiB pages).
+// 2 MiB pages); on ppc64le as virtPPC says.
 func (v *Vmcore) Virt(vaddr uint64) (uint64, error) {
+	if v.ppc != nil {
+		return v.virtPPC(vaddr)
+	}
 	if vaddr >= startKernelMap {
 		return vaddr - startKernelMap + v.physBase, nil
 	}
