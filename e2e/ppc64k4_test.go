@@ -96,7 +96,10 @@ func TestPPC64K4FreePagesAreTheGuestsBuddyPages(t *testing.T) {
 			p := ppc4K(t, mmu)
 			buddy, pcp := buddyPages(t, p), perCPUPages(t, p)
 			memFree := meminfo(t, p, "MemFree") / 4
-			free := hexCount(t, counts(t, func() string { dump(t, "pagepipe", p.Vmcore, "-d", "16"); return report("pagepipe", p.Vmcore, "-d", "16") }()), "Free pages")
+			free := hexCount(t, counts(t, func() string {
+				dump(t, "pagepipe", p.Vmcore, "-d", "16")
+				return report("pagepipe", p.Vmcore, "-d", "16")
+			}()), "Free pages")
 			t.Logf("pagepipe's free pages %d; the guest's buddy pages %d, MemFree %d pages, %d pages on per-CPU lists", free, buddy, memFree, pcp)
 			if d := absDiff(free, buddy); d > pcp {
 				t.Errorf("pagepipe's %d free pages are %d from the guest's %d buddy pages: more than the %d pages on per-CPU lists", free, d, buddy, pcp)
