@@ -96,10 +96,7 @@ func TestPPC64K4FreePagesAreTheGuestsBuddyPages(t *testing.T) {
 			p := ppc4K(t, mmu)
 			buddy, pcp := buddyPages(t, p), perCPUPages(t, p)
 			memFree := meminfo(t, p, "MemFree") / 4
-			free := hexCount(t, counts(t, func() string {
-				dump(t, "pagepipe", p.Vmcore, "-d", "16")
-				return report("pagepipe", p.Vmcore, "-d", "16")
-			}()), "Free pages")
+			free := hexCount(t, dumpCounts(t, "pagepipe", p.Vmcore, "-d", "16"), "Free pages")
 			t.Logf("pagepipe's free pages %d; the guest's buddy pages %d, MemFree %d pages, %d pages on per-CPU lists", free, buddy, memFree, pcp)
 			if d := absDiff(free, buddy); d > pcp {
 				t.Errorf("pagepipe's %d free pages are %d from the guest's %d buddy pages: more than the %d pages on per-CPU lists", free, d, buddy, pcp)
@@ -203,6 +200,13 @@ func TestPPC64K4HashMatchesMakedumpfile178(t *testing.T) {
 			levelMatchesMakedumpfile(t, mdf, ppcProgs(t), p.Vmcore, dir, level)
 		})
 	}
+}
+
+// dumpCounts is the report of prog's dump of vmcore with args.
+func dumpCounts(t *testing.T, prog, vmcore string, args ...string) map[string]string {
+	t.Helper()
+	dump(t, prog, vmcore, args...)
+	return counts(t, report(prog, vmcore, args...))
 }
 
 // meminfo is the guest's /proc/meminfo value of key, in kB.
@@ -319,8 +323,7 @@ func TestPPC64K4MakedumpfileWrongUnderRadix(t *testing.T) {
 			}
 			t.Logf("%s drops %d pages at -d 1 that pagepipe keeps (%s, ...): each hwpoison or offline by the bytes at physical pfn*64, none by its real struct page",
 				peer, len(dropped), pfnList(dropped, 8))
-			c := counts(t, func() string { dump(t, mdf, p.Vmcore, "-d", "16"); return report(mdf, p.Vmcore, "-d", "16") }())
-			got := hexCount(t, c, "Free pages")
+			got := hexCount(t, dumpCounts(t, mdf, p.Vmcore, "-d", "16"), "Free pages")
 			if got == free[structpage.Free] {
 				t.Errorf("%s finds the %d free pages the struct pages hold", peer, got)
 			}
