@@ -79,10 +79,10 @@ const (
 	// ppc64RPNMask is makedumpfile's PTE_RPN_MASK for kernels from 4.11:
 	// 53 bits; a hash PTE may carry bit 55, which is not address.
 	ppc64RPNMask = 1<<53 - 1
-	// ppc64MaxVmemmap bounds the vmemmap_list walk (a hash 6.1 guest of
-	// 1.5 GiB has 24 entries; 2^20 of 64 KiB cover 2^40 pfns' struct
-	// pages).
-	ppc64MaxVmemmap = 1 << 20
+	// ppc64MaxVmemmap bounds the vmemmap_list walk: entries of a page
+	// of struct pages each (a 1 GiB hash guest with 4 KiB pages has 4096;
+	// 2^24 cover 1 TiB of it), merged as they are read.
+	ppc64MaxVmemmap = 1 << 24
 	// mmuFtrTypeRadix is MMU_FTR_TYPE_RADIX in cpu_spec.mmu_features.
 	mmuFtrTypeRadix = 0x40
 )
@@ -126,9 +126,10 @@ type ppc64Format struct {
 	vmemmap []VmemmapBacking
 }
 
-// VmemmapBacking is one vmemmap_list entry: Size bytes of struct pages at
-// Virt are backed by physical memory at Phys.
-type VmemmapBacking struct{ Virt, Phys, Size uint64 }
+// VmemmapBacking is a run of vmemmap_list entries: Size bytes of struct
+// pages at Virt are backed by physical memory at Phys, contiguously, in
+// blocks (entries) of Block bytes (0: one block of Size).
+type VmemmapBacking struct{ Virt, Phys, Size, Block uint64 }
 
 // ppc64Geometry is the table layout for the MMU and page size: the
 // kernel's RADIX_{PGD,PUD,PMD,PTE}_INDEX_SIZE (13/9/9/5 with 64 KiB pages,
@@ -237,26 +238,40 @@ func PPC64VmemmapList(r PhysReader, vi *VMCOREINFO) ([]VmemmapBacking, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmemmap_list: reading the head: %w", err)
 	}
-	seen := map[uint64]bool{}
-	for next != 0 {
-		if seen[next] {
-			return nil, fmt.Errorf("vmemmap_list: entry %d at %#x is a loop back to an earlier entry", len(list), next)
+	// A loop is caught by Brent's method (no set of the entries seen: a
+	// big hash machine's list has millions), and the entries are merged
+	// into runs as they come (the kernel pushes each at the head, so the
+	// list runs down through contiguous memory).
+	size := uint64(1) << shift
+	tortoise, power, lam := uint64(0), 1, 0
+	for n := 0; next != 0; n++ {
+		if next == tortoise {
+			return nil, fmt.Errorf("vmemmap_list: entry %d at %#x is a loop back to an earlier entry", n, next)
 		}
-		seen[next] = true
-		if len(list) == ppc64MaxVmemmap {
+		if lam++; lam == power {
+			tortoise, power, lam = next, power*2, 0
+		}
+		if n == ppc64MaxVmemmap {
 			return nil, fmt.Errorf("vmemmap_list: more than %d entries", ppc64MaxVmemmap)
 		}
 		var e [3]uint64
 		for i, off := range []int64{physOff, virtOff, listOff} {
 			if e[i], err = ppc64ReadLinear(r, next+uint64(off), 8); err != nil {
-				return nil, fmt.Errorf("vmemmap_list: entry %d at %#x: %w", len(list), next, err)
+				return nil, fmt.Errorf("vmemmap_list: entry %d at %#x: %w", n, next, err)
 			}
 		}
-		size := uint64(1) << shift
-		if e[1] < PPC64PageOffset || e[1]&(size-1) != 0 || e[0]&(size-1) != 0 {
-			return nil, fmt.Errorf("vmemmap_list: entry %d maps %#x to physical %#x, not an aligned vmemmap block of %#x bytes", len(list), e[1], e[0], size)
+		phys, virt := e[0], e[1]
+		if virt < PPC64PageOffset || virt&(size-1) != 0 || phys&(size-1) != 0 {
+			return nil, fmt.Errorf("vmemmap_list: entry %d maps %#x to physical %#x, not an aligned vmemmap block of %#x bytes", n, virt, phys, size)
 		}
-		list = append(list, VmemmapBacking{Virt: e[1], Phys: e[0], Size: size})
+		switch k := len(list) - 1; {
+		case k >= 0 && list[k].Virt == virt+size && list[k].Phys == phys+size:
+			list[k].Virt, list[k].Phys, list[k].Size = virt, phys, list[k].Size+size
+		case k >= 0 && list[k].Virt+list[k].Size == virt && list[k].Phys+list[k].Size == phys:
+			list[k].Size += size
+		default:
+			list = append(list, VmemmapBacking{Virt: virt, Phys: phys, Size: size, Block: size})
+		}
 		next = e[2]
 	}
 	return list, nil
@@ -305,7 +320,14 @@ func NewPPC64TranslatorAt(r PhysReader, top, pageSize uint64, radix bool, vmemma
 	f.vmemmap = slices.SortedFunc(slices.Values(vmemmap), func(a, b VmemmapBacking) int {
 		return cmp.Compare(a.Virt, b.Virt)
 	})
-	for i, b := range f.vmemmap {
+	for i := range f.vmemmap {
+		b := &f.vmemmap[i]
+		if b.Block == 0 {
+			b.Block = b.Size
+		}
+		if b.Block == 0 || b.Block&(b.Block-1) != 0 || b.Size%b.Block != 0 || (b.Virt|b.Phys)&(b.Block-1) != 0 {
+			return nil, fmt.Errorf("vmemmap_list maps %#x bytes at %#x to %#x, not in aligned blocks of %#x", b.Size, b.Virt, b.Phys, b.Block)
+		}
 		if b.Virt < f.vmemmapStart || b.Virt >= f.vmemmapEnd || f.vmemmapEnd-b.Virt < b.Size {
 			return nil, fmt.Errorf("vmemmap_list maps %#x, outside the vmemmap [%#x, %#x)", b.Virt, f.vmemmapStart, f.vmemmapEnd)
 		}
@@ -349,7 +371,7 @@ func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 		i := sort.Search(len(f.vmemmap), func(i int) bool { return f.vmemmap[i].Virt+f.vmemmap[i].Size > vaddr })
 		if i < len(f.vmemmap) && vaddr >= f.vmemmap[i].Virt {
 			b := f.vmemmap[i]
-			return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Size}, failure{}
+			return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Block}, failure{}
 		}
 		return Mapping{}, failure{level: "vmemmap_list", span: 1 << f.pageShift, err: ErrNotPresent}
 	case vaddr >= f.vmemmapStart && vaddr < f.vmemmapEnd, vaddr >= f.tablesStart && vaddr < f.tablesEnd:

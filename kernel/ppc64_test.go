@@ -276,7 +276,7 @@ func TestPPC64NewTranslator(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := tr.format.(ppc64Format)
-			if f.radix != tc.radix || tr.TopTable() != 0x2740000 || len(f.vmemmap) != 3 || tr.KernelSpaceStart() != PPC64PageOffset {
+			if f.radix != tc.radix || tr.TopTable() != 0x2740000 || len(f.vmemmap) != 1 || f.vmemmap[0].Size != 3<<21 || f.vmemmap[0].Block != 1<<21 || tr.KernelSpaceStart() != PPC64PageOffset {
 				t.Fatalf("radix %v top %#x vmemmap %+v", f.radix, tr.TopTable(), f.vmemmap)
 			}
 			// pfn p's struct page is at 0xc00c000000000000 + 64p.
@@ -516,6 +516,9 @@ func TestPPC64NewTranslator4K(t *testing.T) {
 	tr, err = PPC64LE.NewTranslator(mem, vi(0))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if runs := tr.format.(ppc64Format).vmemmap; len(runs) != 1 || runs[0].Size != 0x3000 || runs[0].Block != 0x1000 {
+		t.Errorf("three contiguous entries: runs %+v, want one of 0x3000 bytes in 0x1000 blocks", runs)
 	}
 	for va, want := range map[uint64]uint64{PPC64Hash4KVmemmapStart: 0x5000000, PPC64Hash4KVmemmapStart + 0x2fc0: 0x5002fc0} {
 		if pa, err := tr.VtoP(va); err != nil || pa != want {
