@@ -373,7 +373,25 @@ func (f ppc64Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 			b := f.vmemmap[i]
 			return Mapping{Paddr: b.Phys + vaddr - b.Virt, PageSize: b.Block}, failure{}
 		}
-		return Mapping{}, failure{level: "vmemmap_list", span: 1 << f.pageShift, err: ErrNotPresent}
+		// Not in the list: the span is the largest aligned block around
+		// vaddr in the gap between runs, so that a walk passes the gap in
+		// a few steps.
+		lo, hi := f.vmemmapStart, f.vmemmapEnd
+		if i > 0 {
+			lo = f.vmemmap[i-1].Virt + f.vmemmap[i-1].Size
+		}
+		if i < len(f.vmemmap) {
+			hi = f.vmemmap[i].Virt
+		}
+		span := uint64(1) << f.pageShift
+		for span < 1<<62 {
+			start := vaddr &^ (2*span - 1)
+			if start < lo || start+2*span > hi {
+				break
+			}
+			span *= 2
+		}
+		return Mapping{}, failure{level: "vmemmap_list", span: span, err: ErrNotPresent}
 	case vaddr >= f.vmemmapStart && vaddr < f.vmemmapEnd, vaddr >= f.tablesStart && vaddr < f.tablesEnd:
 		return f.walk(t, vaddr)
 	}

@@ -528,6 +528,13 @@ func TestPPC64NewTranslator4K(t *testing.T) {
 	if _, err := tr.VtoP(PPC64Hash4KVmemmapStart + 0x3000); !errors.Is(err, ErrNotPresent) {
 		t.Errorf("past the list: %v", err)
 	}
+	// Past the list, Step's span is the largest aligned block in the gap,
+	// so that a walk of the address space passes the vmemmap quickly.
+	for off, want := range map[uint64]uint64{0x3000: 0x1000, 0x3800: 0x1000, 0x4000: 0x4000, 0x5000: 0x4000, 1 << 39: 1 << 39} {
+		if _, span, err := tr.Step(PPC64Hash4KVmemmapStart + off); !errors.Is(err, ErrNotPresent) || span != want {
+			t.Errorf("Step(vmemmap + %#x) = span %#x, %v; want %#x not present", off, span, err, want)
+		}
+	}
 	// A 64 KiB-page list's vmemmap address is not in hash's 4 KiB layout.
 	le(mem, 0x3000000+16, PPC64VmemmapStart, 8)
 	if _, err := PPC64LE.NewTranslator(mem, vi(0)); err == nil || !strings.Contains(err.Error(), "outside the vmemmap") {

@@ -70,11 +70,6 @@ func (s *Set) Bitmap(n uint64) *bitmap.Bitmap {
 // export.
 const slabMissing = "the slab pages of the task list, the tasks' mm and files and the slab caches (ps, bt of other tasks, kmem -s): reached through task_struct, mm_struct and kmem_cache offsets that VMCOREINFO does not export; a vmlinux (-x) would give them"
 
-// nonCanonicalStep is how far the walk moves past a non-canonical
-// address where no canonical one is found above it (canonicalAbove): a
-// top-level slot of 4-level paging.
-const nonCanonicalStep = 1 << 39
-
 // maxLookups bounds the page-table walk of the kernel's address space
 // (each step is one page, block or unmapped range).
 const maxLookups = 1 << 24
@@ -212,8 +207,9 @@ func (f *finder) virt(va, n uint64) error {
 // tables walks the kernel's half of the address space, from the lowest
 // kernel address to the top, and takes every page-table page the walk
 // reads: the translator reads tables (and only tables) through the
-// recorder, which records from the translator's making on.
-func (f *finder) tables() {
+// recorder, which records from the translator's making on. It returns the
+// steps the walk took.
+func (f *finder) tables() (steps int) {
 	f.add(f.tr.TopTable())
 	defer func() { f.take(f.rec.off()) }()
 	// A walk that reaches a last-level table has read it: the rest of
@@ -221,7 +217,7 @@ func (f *finder) tables() {
 	// pages) holds no other table, so the walk moves past it.
 	lastLevel := f.page * (f.page / 8)
 	va := f.tr.KernelSpaceStart()
-	for n := 0; n < maxLookups; n++ {
+	for ; steps < maxLookups; steps++ {
 		step := f.page
 		// Step, not Lookup: an empty entry costs no allocation.
 		m, span, err := f.tr.Step(va)
@@ -231,22 +227,26 @@ func (f *finder) tables() {
 		case span > 0:
 			step = span
 		case errors.Is(err, kernel.ErrNonCanonical):
-			if c, ok := f.canonicalAbove(va); ok {
-				va = c
-				continue
+			c, ok := f.canonicalAbove(va)
+			if !ok {
+				// No kernel address above: ppc64le's kernel region ends
+				// at 0xc010000000000000, x86_64's and arm64's at the top.
+				return steps
 			}
-			step = nonCanonicalStep
+			va = c
+			continue
 		}
 		if step == f.page {
 			step = lastLevel
 		}
 		next := va&^(step-1) + step
 		if next <= va {
-			return // the top of the address space
+			return steps // the top of the address space
 		}
 		va = next
 	}
 	f.missing("page tables: the walk stopped after %d steps at %#x", maxLookups, va)
+	return steps
 }
 
 // canonicalAbove is the lowest canonical address above the non-canonical

@@ -341,13 +341,52 @@ func TestFindAllocations(t *testing.T) {
 	t.Logf("Find makes %.0f allocations", n)
 }
 
+// On generated ppc64le machines (4 KiB pages; radix, hash) the walk of
+// the kernel's address space ends with the kernel's region, at
+// 0xc010000000000000 or 0xc000400000000000: nothing above is canonical
+// (it used to step through the rest of the address space, 2^23 steps of
+// 63 lookups each). The top table is in the set,
+// and under radix the tables below it (the linear map's, the vmemmap's).
+func TestFindPPC64Machine(t *testing.T) {
+	for _, hash := range []bool{false, true} {
+		v, vi := specMachine(t, synth.NewPPC64Machine(synth.KernelSpec{Profile: "6.12", HashMMU: hash}, 96))
+		s, err := Find(v, vi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range s.Missing {
+			if strings.Contains(m, "page tables") {
+				t.Errorf("hash %v: %s", hash, m)
+			}
+		}
+		tr, err := v.Arch().NewTranslator(v, vi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &finder{m: v, vi: vi, tr: tr, rec: &recorder{r: v, page: 4096}, page: 4096}
+		if n := f.tables(); n > 1<<14 {
+			t.Errorf("hash %v: the walk took %d steps", hash, n)
+		}
+		tables := s.Classes[0]
+		if tables.Name != "page tables" || !slices.Contains(tables.Pfns, tr.TopTable()/4096) || !hash && len(tables.Pfns) < 16+3 {
+			t.Errorf("hash %v: %s: %d pages, top table %#x", hash, tables.Name, len(tables.Pfns), tr.TopTable())
+		}
+	}
+}
+
 // kernelMachine is a generated 6.1 machine of 32 MiB with page tables, a
 // kernel image and mem_section (synth.KernelMachine), open, and its
 // VMCOREINFO; it is closed when the test ends.
 func kernelMachine(t *testing.T) (source.Memory, *kernel.VMCOREINFO) {
 	t.Helper()
+	return specMachine(t, synth.KernelMachine("6.1", 32))
+}
+
+// specMachine is the kernel machine s written, open, and its VMCOREINFO.
+func specMachine(t *testing.T, s synth.Spec) (source.Memory, *kernel.VMCOREINFO) {
+	t.Helper()
 	path := t.TempDir() + "/vmcore"
-	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 32)); err != nil {
+	if err := synth.WriteFile(path, s); err != nil {
 		t.Fatal(err)
 	}
 	v, err := source.OpenMemory(path)
