@@ -57,11 +57,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 			return tool(stderr, dump.Inspect(stdout, args[1]))
 		case "verify":
-			if len(args) != 3 {
-				fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE")
+			if len(args) < 3 {
+				fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE...")
 				return exitFailed
 			}
-			return tool(stderr, dump.Verify(stdout, args[1], args[2]))
+			for _, d := range args[2:] {
+				if err := dump.Verify(stdout, args[1], d); err != nil {
+					return tool(stderr, err)
+				}
+			}
+			return exitOK
 		}
 	}
 	return runDump(args, stdin, stdout, stderr)
