@@ -103,7 +103,7 @@ var optionTable = []optSpec{
 	{long: "work-dir", arg: "DIR", group: grpRun, status: differs, help: "makedumpfile's bitmap directory: the bitmaps are built as it builds them there",
 		note: "no file is written there"},
 	{short: 'b', long: "block-order", shortOnly: true, arg: "ORDER", group: grpRun, status: noEffect, help: "makedumpfile's write cache",
-		note: "pagepipe writes in pieces of 1 MiB"},
+		note: "writes in pieces of 1 MiB"},
 
 	{long: "message-level", arg: "N", group: grpMessages, help: "1 progress, 2 common, 4 errors, 8 debug, 16 report (add them; default 7)"},
 	{short: 'D', long: "debug", shortOnly: true, group: grpMessages, help: "add the debug messages (8)"},
@@ -185,6 +185,9 @@ command line with one is handed over to makedumpfile (pagepipe(8), FALLBACK).
 				mark = ">"
 			}
 			flag := s.name()
+			if s.short != 0 && !s.shortOnly {
+				flag = "-" + string(s.short) + ", " + flag
+			}
 			if s.arg != "" {
 				sep := " "
 				if strings.HasPrefix(s.arg, "[") {
@@ -194,9 +197,35 @@ command line with one is handed over to makedumpfile (pagepipe(8), FALLBACK).
 			}
 			help := s.help
 			if s.note != "" {
-				help += " (pagepipe: " + s.note + ")"
+				help += "; pagepipe: " + s.note
 			}
-			fmt.Fprintf(w, " %s %-24s %s\n", mark, flag, help)
+			const indent = 29
+			lead := fmt.Sprintf(" %s %-25s ", mark, flag)
+			if len(lead) > indent {
+				fmt.Fprintln(w, strings.TrimRight(lead, " "))
+				lead = strings.Repeat(" ", indent)
+			}
+			for _, l := range wrap(help, 79-indent) {
+				fmt.Fprintf(w, "%s%s\n", lead, l)
+				lead = strings.Repeat(" ", indent)
+			}
 		}
 	}
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
 }
