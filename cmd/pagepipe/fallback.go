@@ -15,12 +15,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 
+	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 	"pagepipe/source"
 )
@@ -273,6 +275,11 @@ func hasSize(sizes []uint64, n uint64) bool {
 // architecture pagepipe does not dump, or of a page size pagepipe does
 // not dump that architecture with. vmcoreinfo is -i's file.
 func foreignInput(path, vmcoreinfo string) string {
+	if flattened(path) {
+		// Rebuilding the stream to look would copy the whole dump:
+		// the run refuses a foreign one, as before the fallback.
+		return ""
+	}
 	m, err := source.OpenMemory(path)
 	var ae *source.ArchError
 	if errors.As(err, &ae) {
@@ -298,4 +305,16 @@ func foreignInput(path, vmcoreinfo string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is a vmcore of %s with %d KiB pages, which pagepipe does not dump", path, arch, size>>10)
+}
+
+// flattened says whether path starts as a flattened dump does.
+func flattened(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, len(kdumpfmt.FlatSignature))
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == kdumpfmt.FlatSignature
 }

@@ -177,8 +177,10 @@ command line with one is handed over to makedumpfile (pagepipe(8), FALLBACK).
 			if s.group != g {
 				continue
 			}
-			mark := " "
+			var mark string
 			switch s.status {
+			case same, differs, noEffect:
+				mark = " "
 			case own:
 				mark = "+"
 			case handOver:
