@@ -98,7 +98,7 @@ func (f *fallback) find() (path, why string) {
 			return path, ""
 		}
 	}
-	why = fmt.Sprintf("none beside %s, in $%s or in %s", f.argv0, fallbackEnv, f.config)
+	why = fmt.Sprintf("no %s beside %s, none in $%s or %s", divertedName, f.argv0, fallbackEnv, f.config)
 	if len(skipped) > 0 {
 		why += "; " + strings.Join(skipped, "; ")
 	}

@@ -108,7 +108,7 @@ func TestFallbackDiscovery(t *testing.T) {
 		{name: "environment", argv0: filepath.Join(bin, "makedumpfile"), vars: fallbackEnv + "=" + fromEnv, config: []string{"fallback=" + fromConfig}, want: fromEnv},
 		{name: "config", argv0: filepath.Join(bin, "makedumpfile"),
 			config: []string{"# the first usable", "fallback=" + filepath.Join(etc, "missing"), "fallback=" + notExec, "fallback=" + filepath.Join(bin, "makedumpfile"), "fallback = x", "fallback=" + fromConfig}, want: fromConfig},
-		{name: "none", argv0: filepath.Join(bin, "makedumpfile"), config: []string{"#fallback=" + fromConfig}, why: "none beside"},
+		{name: "none", argv0: filepath.Join(bin, "makedumpfile"), config: []string{"#fallback=" + fromConfig}, why: "no makedumpfile.distrib beside"},
 		{name: "only pagepipe itself", argv0: filepath.Join(bin, "makedumpfile"), config: []string{"fallback=" + filepath.Join(bin, "makedumpfile")},
 			why: "makedumpfile is pagepipe itself"},
 		{name: "not executable", argv0: filepath.Join(bin, "makedumpfile"), vars: fallbackEnv + "=" + notExec, why: "not-executable is not an executable file"},
