@@ -13,18 +13,13 @@ package main
 
 import (
 	"bufio"
-	"errors"
+	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"pagepipe/kdumpfmt"
-	"pagepipe/kernel"
-	"pagepipe/source"
 )
 
 const (
@@ -51,7 +46,8 @@ type fallback struct {
 	environ  func() []string              // the whole environment, for exec
 	lookPath func(string) (string, error) // PATH lookup of a bare argv0
 	config   string                       // fallbackConfig
-	self     func() (string, error)       // pagepipe's own executable
+	self     func() (string, error)       // pagepipe's own executable (needs /proc)
+
 	// exec replaces the process; it returns only on failure.
 	exec func(path string, argv, env []string) error
 }
@@ -109,16 +105,9 @@ func (f *fallback) find() (path, why string) {
 // was run as (as makedumpfile, the link in /usr/bin or /usr/sbin; a bare
 // name is where PATH found it).
 func (f *fallback) beside() string {
-	name := f.argv0
-	if name == "" {
+	name, err := f.runAs()
+	if err != nil || name == "" {
 		return ""
-	}
-	if !strings.Contains(name, "/") {
-		p, err := f.lookPath(name)
-		if err != nil {
-			return ""
-		}
-		name = p
 	}
 	return filepath.Join(filepath.Dir(name), divertedName)
 }
@@ -145,7 +134,7 @@ func (f *fallback) configured() []string {
 }
 
 // usable says whether p is a program pagepipe may hand over to: an
-// executable file that is not pagepipe itself (the makedumpfile link of
+// executable file that is not pagepipe (the makedumpfile link of
 // pagepipe-as-makedumpfile is, and exec'ing it would start over); why is
 // said for a program that is there but not usable, and for one that is
 // not there when it was named (by the environment or the config file).
@@ -160,12 +149,81 @@ func (f *fallback) usable(p string, named bool) (ok bool, why string) {
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return false, p + " is not an executable file"
 	}
-	if self, err := f.self(); err == nil {
-		if me, err := os.Stat(self); err == nil && os.SameFile(st, me) {
-			return false, p + " is pagepipe itself"
-		}
+	if f.isPagepipe(p, st) {
+		return false, p + " is pagepipe itself"
 	}
 	return true, ""
+}
+
+// pagepipeMain is the main package of every pagepipe build, as its Go
+// build information names it.
+const pagepipeMain = "pagepipe/cmd/pagepipe"
+
+// isPagepipe says whether the program at p (st) is pagepipe: this very
+// file (os.Executable, where /proc is mounted: a capture kernel's early
+// userspace or a chroot may have none), the file of the name it was run
+// as, or any pagepipe build (its Go build information), such as a copy
+// of pagepipe put in an initramfs under makedumpfile's name.
+func (f *fallback) isPagepipe(p string, st os.FileInfo) bool {
+	for _, self := range []func() (string, error){f.self, f.runAs} {
+		if self == nil {
+			continue
+		}
+		if me, err := self(); err == nil {
+			if mst, err := os.Stat(me); err == nil && os.SameFile(st, mst) {
+				return true
+			}
+		}
+	}
+	return isPagepipeBuild(p)
+}
+
+// isPagepipeBuild says whether p is a Go program whose build information
+// names pagepipe's main package: "path\tpagepipe/cmd/pagepipe\n" just
+// after the "\xff Go buildinf:" header, where Go 1.18 and later keep it
+// inline. It reads the file through (debug/buildinfo and debug/elf would
+// bring 160 KB and more into a binary that lives in an initramfs).
+func isPagepipeBuild(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	header, want := []byte("\xff Go buildinf:"), []byte("path\t"+pagepipeMain+"\n")
+	const window = 256 // the header, the Go version and the start of modinfo
+	buf := make([]byte, 0, 64<<10+window)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		for i := 0; ; {
+			k := bytes.Index(buf[i:], header)
+			if k < 0 {
+				break
+			}
+			i += k
+			if len(buf)-i < window && err == nil {
+				break // read on: the rest may be in the next block
+			}
+			if bytes.Contains(buf[i:min(len(buf), i+window)], want) {
+				return true
+			}
+			i++
+		}
+		if err != nil {
+			return false
+		}
+		// Keep the tail, where a header may have begun.
+		keep := min(len(buf), window)
+		buf = append(buf[:0], buf[len(buf)-keep:]...)
+	}
+}
+
+// runAs is the file of the name pagepipe was run as.
+func (f *fallback) runAs() (string, error) {
+	if strings.Contains(f.argv0, "/") || f.argv0 == "" {
+		return f.argv0, nil
+	}
+	return f.lookPath(f.argv0)
 }
 
 // handOver execs the fallback with pagepipe's arguments, after one line
@@ -211,110 +269,4 @@ func (o *options) handOverReason() string {
 		return names[0] + " is not built into pagepipe"
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are not built into pagepipe"
-}
-
-// An archRow is one architecture makedumpfile dumps, by uname -m name,
-// with the page sizes its kernels use and those pagepipe dumps.
-type archRow struct {
-	name     string
-	kernel   []uint64 // page sizes its kernels are built with
-	pagepipe []uint64 // of those, the ones pagepipe dumps; none: makedumpfile dumps them all
-}
-
-const (
-	kib4  = 4 << 10
-	kib8  = 8 << 10
-	kib16 = 16 << 10
-	kib64 = 64 << 10
-)
-
-// archTable is the one place that says which vmcores pagepipe dumps and
-// which it hands to makedumpfile: when pagepipe comes to dump one more
-// (riscv64, ppc64le with 4 KiB pages), its row's pagepipe sizes gain it
-// (TestArchTableMatchesKernel checks the rows against package kernel).
-// A vmcore of a page size no kernel of its architecture uses is damaged,
-// not foreign: it is refused, never handed over.
-var archTable = []archRow{
-	{"x86_64", []uint64{kib4}, []uint64{kib4}},
-	{"aarch64", []uint64{kib4, kib16, kib64}, []uint64{kib4, kib16, kib64}},
-	{"ppc64le", []uint64{kib4, kib64}, []uint64{kib64}},
-	{"riscv64", []uint64{kib4}, nil},
-	{"s390x", []uint64{kib4}, nil},
-	{"ppc64", []uint64{kib4, kib64}, nil},
-	{"i386", []uint64{kib4}, nil},
-	{"arm", []uint64{kib4}, nil},
-	{"ppc", []uint64{kib4, kib16, kib64}, nil},
-	{"loongarch64", []uint64{kib4, kib16, kib64}, nil},
-	{"mips64", []uint64{kib4, kib16, kib64}, nil},
-	{"sparc64", []uint64{kib8}, nil},
-	{"ia64", []uint64{kib4, kib16, kib64}, nil},
-}
-
-func archRowOf(name string) *archRow {
-	for i := range archTable {
-		if archTable[i].name == name {
-			return &archTable[i]
-		}
-	}
-	return nil
-}
-
-func hasSize(sizes []uint64, n uint64) bool {
-	for _, s := range sizes {
-		if s == n {
-			return true
-		}
-	}
-	return false
-}
-
-// foreignInput opens the input as a dump would, before any output
-// exists, and says what of it makedumpfile must dump ("" when pagepipe
-// dumps it, or when the input is refused for another reason, which the
-// run then gives): a vmcore (or a dump to filter again) of an
-// architecture pagepipe does not dump, or of a page size pagepipe does
-// not dump that architecture with. vmcoreinfo is -i's file.
-func foreignInput(path, vmcoreinfo string) string {
-	if flattened(path) {
-		// Rebuilding the stream to look would copy the whole dump:
-		// the run refuses a foreign one, as before the fallback.
-		return ""
-	}
-	m, err := source.OpenMemory(path)
-	var ae *source.ArchError
-	if errors.As(err, &ae) {
-		if row := archRowOf(ae.Arch); row != nil && len(row.pagepipe) == 0 {
-			return fmt.Sprintf("%s is a vmcore of %s (%s), which pagepipe does not dump", path, ae.Arch, ae.From)
-		}
-		return ""
-	}
-	if err != nil {
-		return ""
-	}
-	defer m.Close()
-	arch, size := m.Arch().Name(), m.PageSize()
-	if _, _, _, n := m.Notes(); n == 0 && vmcoreinfo != "" {
-		if b, err := os.ReadFile(vmcoreinfo); err == nil {
-			if vi, err := kernel.ParseVMCOREINFO(b); err == nil && vi.PageSize() > 0 {
-				size = uint64(vi.PageSize())
-			}
-		}
-	}
-	row := archRowOf(arch)
-	if row == nil || hasSize(row.pagepipe, size) || !hasSize(row.kernel, size) {
-		return ""
-	}
-	return fmt.Sprintf("%s is a vmcore of %s with %d KiB pages, which pagepipe does not dump", path, arch, size>>10)
-}
-
-// flattened says whether path starts as a flattened dump does.
-func flattened(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	magic := make([]byte, len(kdumpfmt.FlatSignature))
-	_, err = io.ReadFull(f, magic)
-	return err == nil && string(magic) == kdumpfmt.FlatSignature
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"pagepipe/internal/synth"
-	"pagepipe/kernel"
 )
 
 // The tests run pagepipe in-process with no makedumpfile to hand over to,
@@ -38,7 +37,7 @@ func fakeFallback(t *testing.T, prog string, calls *[]execCall) *fallback {
 		getenv:   func(k string) string { return map[string]string{fallbackEnv: prog}[k] },
 		environ:  func() []string { return []string{"PATH=/usr/bin"} },
 		lookPath: func(string) (string, error) { return "", errors.New("no PATH here") },
-		self:     func() (string, error) { return "/nonexistent/pagepipe", nil },
+		self:     func() (string, error) { return "", errors.New("no /proc here") },
 		exec: func(path string, argv, env []string) error {
 			*calls = append(*calls, execCall{path: path, argv: argv, env: env})
 			return errors.New("exec stands in")
@@ -310,7 +309,8 @@ func TestHandOverArchitectures(t *testing.T) {
 
 // The fallback for real: pagepipe installed as makedumpfile with a
 // makedumpfile.distrib beside it execs it (exit status, stdout and stderr
-// are its, after pagepipe's one line), and a makedumpfile.distrib that
+// are its, after pagepipe's one line); a makedumpfile.distrib that is a
+// copy of pagepipe is not handed over to; and a makedumpfile.distrib that
 // runs makedumpfile again (a wrapper of pagepipe's) does not make a loop:
 // the second pagepipe refuses.
 func TestHandOverExecs(t *testing.T) {
@@ -344,6 +344,17 @@ func TestHandOverExecs(t *testing.T) {
 	}
 	if want := "makedumpfile: -X (exclude Xen domain-U pages) is not built into pagepipe: handing over to " + distrib + "\nits stderr\n"; stderr != want {
 		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+
+	// A copy of pagepipe (another file: an initramfs's makedumpfile) is
+	// known by its build information.
+	os.Remove(distrib)
+	if err := os.WriteFile(distrib, readFile(t, bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rc, stdout, stderr = run("-X", "-d", "31", "/proc/vmcore", "out")
+	if rc != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, distrib+" is pagepipe itself") {
+		t.Errorf("a copy of pagepipe as makedumpfile.distrib: exit %d, stdout %q, stderr %q", rc, stdout, stderr)
 	}
 
 	executable(t, distrib, `exec `+link+` "$@"`)
@@ -415,27 +426,4 @@ func TestOptionTableMatchesFlags(t *testing.T) {
 			t.Errorf("--%s: no row in optionTable", f.Name)
 		}
 	})
-}
-
-// archTable agrees with package kernel: the architectures pagepipe dumps
-// any page size of are the ones kernel.ArchByName knows, so a port added
-// there (riscv64) fails here until its row is flipped, and no row hands
-// over what pagepipe dumps.
-func TestArchTableMatchesKernel(t *testing.T) {
-	for _, r := range archTable {
-		_, known := kernel.ArchByName(r.name)
-		if known != (len(r.pagepipe) > 0) {
-			t.Errorf("%s: kernel.ArchByName %v, pagepipe page sizes %v: flip the row", r.name, known, r.pagepipe)
-		}
-		for _, s := range r.pagepipe {
-			if !hasSize(r.kernel, s) {
-				t.Errorf("%s: pagepipe dumps %d-byte pages, which its kernels do not use", r.name, s)
-			}
-		}
-	}
-	for _, name := range []string{"x86_64", "aarch64", "ppc64le", "riscv64", "s390x"} {
-		if archRowOf(name) == nil {
-			t.Errorf("%s: no row", name)
-		}
-	}
 }

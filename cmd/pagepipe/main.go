@@ -131,7 +131,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err == nil && !o.rearrange && !o.reassemble {
 		// The architecture is decided before any output exists.
-		if reason := foreignInput(o.args[0], o.vmcoreinfo); reason != "" {
+		if reason := dump.Foreign(o.args[0], o.vmcoreinfo); reason != "" {
 			if rc, why := sysFallback.handOver(c, reason, args); why == "" {
 				return rc
 			}

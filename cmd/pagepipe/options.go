@@ -346,7 +346,7 @@ func (o *options) values() error {
 		{"map-size", &o.mapSizeKiB, 1},
 		{"block-order", &o.blockOrder, -1 << 31},
 		{"cyclic-buffer", &o.cyclicBufferKB, 0},
-		{"splitblock-size", &o.splitblockKB, 0},
+		{"splitblock-size", &o.splitblockKB, -1 << 31}, // the engine says what it takes
 	} {
 		v := *o.raw[n.long]
 		i, err := strconv.Atoi(strings.TrimSpace(v))
