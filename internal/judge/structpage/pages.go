@@ -342,7 +342,7 @@ func (m *Machine) sections() ([]section, error) {
 	if err != nil {
 		return nil, err
 	}
-	if size == 0 || off+8 > size || sectionBits < 12 || physBits <= sectionBits || physBits > 52 {
+	if size == 0 || off+8 > size || sectionBits < 12 || physBits <= sectionBits || physBits > 56 {
 		return nil, fmt.Errorf("mem_section: SIZE %d, OFFSET(section_mem_map) %d, SECTION_SIZE_BITS %d, MAX_PHYSMEM_BITS %d", size, off, sectionBits, physBits)
 	}
 	perRoot := v.PageSize / size
