@@ -72,6 +72,11 @@ type KernelSpec struct {
 	// 16 KiB pages. x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
+	// VmemmapPages maps a riscv64 machine's vmemmap in 4 KiB pages
+	// instead of 2 MiB superpages, as the kernel does where it cannot
+	// allocate a whole 2 MiB block for a section's struct pages
+	// (vmemmap_populate_hugepages falls back to base pages).
+	VmemmapPages bool
 	// Lean makes machines of several TiB cheap (KernelMachine sets it
 	// above 256 GiB): the struct pages of a free block's pages past its
 	// head are all zero, and a page of struct pages that holds nothing
@@ -257,6 +262,9 @@ func buildKernel(s *Spec) (*kmem, error) {
 	prof, err := lookupProfile(ks.Profile)
 	if err != nil {
 		return nil, err
+	}
+	if ks.VmemmapPages && s.Arch != RISCV64 {
+		return nil, errors.New("synth: VmemmapPages is for riscv64 machines")
 	}
 	if ks.Unaccepted && prof.name != "6.12" {
 		return nil, fmt.Errorf("synth: unaccepted memory needs the 6.12 profile, not %s", prof.name)

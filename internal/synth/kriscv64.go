@@ -21,7 +21,8 @@ import (
 // swapper_pg_dir, in the image, maps the image in 4 KiB pages for its
 // first 2 MiB and 2 MiB superpages after; the linear map in 1 GiB
 // superpages where a whole GiB is RAM, 2 MiB ones where not, pages at
-// the ends; the vmemmap in 2 MiB superpages. Entries carry the PPN from
+// the ends; the vmemmap in 2 MiB superpages (in pages with
+// KernelSpec.VmemmapPages). Entries carry the PPN from
 // bit 10 and the kernel's bits: tables V alone, leaves V R W (X for
 // text) A D G.
 
@@ -101,6 +102,9 @@ func (k *kmem) placeRISCV64(mbFixed uint64) (imgLo, mbPages uint64) {
 	// A table per level for each region's start, a PMD table per GiB of
 	// the linear map and the vmemmap, PTE tables for the unaligned ends.
 	tables := uint64(3*k.rv.levels) + 2*dmGiB + vmGiB + 4*uint64(len(k.ram)) + 8
+	if k.ks.VmemmapPages {
+		tables += k.nsec * (k.backPages/512 + 1)
+	}
 	return k.ram[0].lo + rvImageOffset/k.ps, mbFixed + tables
 }
 
@@ -172,7 +176,13 @@ func (k *kmem) buildTablesRISCV64() {
 		}
 	}
 	for n, p := range k.present {
-		if p {
+		switch {
+		case !p:
+		case k.ks.VmemmapPages:
+			for j := range k.backPages {
+				b.mapAt(k.pageVA(uint64(n)*k.pps)+j*ps, (k.secBacking[n]+j)*ps, r.levels-1, data)
+			}
+		default:
 			b.mapAt(k.pageVA(uint64(n)*k.pps), k.secBacking[n]*ps, pmd, data)
 		}
 	}
