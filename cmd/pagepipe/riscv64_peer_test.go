@@ -4,10 +4,12 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"pagepipe/internal/fixture"
@@ -147,5 +149,53 @@ func TestRISCV64ByteIdenticalToMakedumpfile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Acceptance (issue 36): pagepipe runs on riscv64. Built with
+// GOARCH=riscv64 CGO_ENABLED=0 and run under qemu-riscv64-static, it
+// writes the same bytes as this build for a generated riscv64 vmcore and
+// an x86_64 one, dumped, compressed and refiltered.
+func TestRISCV64BuildSameBytes(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pagepipe-riscv64")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOARCH=riscv64", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("GOARCH=riscv64 go build: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Machine != elf.EM_RISCV {
+		t.Fatalf("built for %v", f.Machine)
+	}
+	f.Close()
+	rv := writeShape(t, dir, "riscv64", riscvMachine(57, 96))
+	x86 := writeShape(t, dir, "x86_64", synth.KernelMachine("6.12", 96))
+	for _, vmcore := range []string{rv, x86} {
+		for _, args := range [][]string{{"-d", "31"}, {"-c", "-d", "31"}, {"-l", "-d", "1"}, {"-E", "-d", "31"}} {
+			name := filepath.Base(vmcore) + "-" + strings.Join(args, "")
+			here, there := filepath.Join(dir, name+".here"), filepath.Join(dir, name+".there")
+			mustPagepipe(t, append(append([]string{}, args...), vmcore, here)...)
+			cmd := exec.Command("qemu-riscv64-static", append(append([]string{bin}, args...), vmcore, there)...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("the riscv64 build %q: %v\n%s", args, err, out)
+			}
+			if a, b := readFile(t, here), readFile(t, there); !bytes.Equal(a, b) {
+				t.Errorf("%s %q: the riscv64 build differs: %s", filepath.Base(vmcore), args, judge.FirstDiff(a, b))
+			}
+		}
+		// Refiltered by the riscv64 build: the -l -d 1 dump to -d 31.
+		src := filepath.Join(dir, filepath.Base(vmcore)+"--l-d1.here")
+		here, there := src+".31", src+".31there"
+		mustPagepipe(t, "-d", "31", src, here)
+		if out, err := exec.Command("qemu-riscv64-static", bin, "-d", "31", src, there).CombinedOutput(); err != nil {
+			t.Fatalf("the riscv64 build refiltering: %v\n%s", err, out)
+		}
+		if a, b := readFile(t, here), readFile(t, there); !bytes.Equal(a, b) {
+			t.Errorf("%s: refiltered by the riscv64 build differs: %s", filepath.Base(vmcore), judge.FirstDiff(a, b))
+		}
 	}
 }
