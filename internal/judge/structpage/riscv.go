@@ -33,6 +33,19 @@ func (v *Vmcore) setupRISCV() error {
 	if v.linkAddr, err = v.unsignedHex("NUMBER(KERNEL_LINK_ADDR)"); err != nil {
 		return err
 	}
+	if v.pageOffset, err = v.unsignedHex("NUMBER(PAGE_OFFSET)"); err != nil {
+		return err
+	}
+	for i, k := range []string{"NUMBER(MODULES_VADDR)", "NUMBER(MODULES_END)"} {
+		if v.modules[i], err = v.unsignedHex(k); err != nil {
+			return err
+		}
+	}
+	base, err := v.Number("NUMBER(phys_ram_base)")
+	if err != nil {
+		return err
+	}
+	v.ramBase = uint64(base)
 	bits, err := v.Number("NUMBER(VA_BITS)")
 	if err != nil {
 		return err
@@ -58,6 +71,12 @@ func (v *Vmcore) virtRISCV(vaddr uint64) (uint64, error) {
 	if vaddr >= v.linkAddr {
 		return vaddr - v.imageOff, nil
 	}
+	if v.Released178 && vaddr >= v.pageOffset && !(vaddr >= v.modules[0] && vaddr <= v.modules[1]) {
+		// 1.7.8 maps everything from PAGE_OFFSET up but the modules
+		// linearly (right for the linear map, which is all there is
+		// above PAGE_OFFSET but the image and the modules).
+		return vaddr - v.pageOffset + v.ramBase, nil
+	}
 	table := v.top
 	for level := v.levels; level >= 1; level-- {
 		shift := 12 + 9*uint(level-1)
@@ -71,6 +90,11 @@ func (v *Vmcore) virtRISCV(vaddr uint64) (uint64, error) {
 		pa := e & (1<<54 - 1) >> 10 << 12
 		if e&0xe != 0 {
 			mask := uint64(1)<<shift - 1
+			if v.Released178 {
+				// 1.7.8's vtop_riscv64: the leaf's address plus the
+				// offset in a 4 KiB page, whatever the leaf's size.
+				return pa + vaddr&0xfff, nil
+			}
 			if pa&mask != 0 {
 				return 0, fmt.Errorf("%#x: level %d leaf %#x is a misaligned superpage", vaddr, level, e)
 			}

@@ -39,9 +39,16 @@ type Vmcore struct {
 	levels   int    // 4 or 5
 	// riscv: a riscv64 vmcore, whose kernel image is at va - imageOff
 	// and whose other addresses walk Sv39/48/57 tables (riscv.go).
-	riscv    bool
-	imageOff uint64
-	linkAddr uint64
+	riscv               bool
+	imageOff, linkAddr  uint64
+	pageOffset, ramBase uint64
+	modules             [2]uint64
+	// Released178, on a riscv64 vmcore, translates as makedumpfile 1.7.8
+	// does, wrongly: a superpage (a leaf above the last level) is taken
+	// for a 4 KiB page, its offset cut to the low 12 bits (upstream's
+	// 863e2c4, after 1.7.8, fixed it). A test sets it to show that this,
+	// and nothing else, is where 1.7.8 and pagepipe part.
+	Released178 bool
 }
 
 // load is a PT_LOAD's physical range and where its bytes are in the file.
