@@ -31,7 +31,6 @@ type foreignBuild struct {
 var (
 	armBuild = &foreignBuild{goarch: "arm64", qemu: "qemu-aarch64-static"}
 	ppcBuild = &foreignBuild{goarch: "ppc64le", qemu: "qemu-ppc64le-static"}
-	rvBuild  = &foreignBuild{goarch: "riscv64", qemu: "qemu-riscv64-static"}
 )
 
 // pagepipe returns the wrapper script's path, building on first use.

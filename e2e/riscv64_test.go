@@ -31,6 +31,8 @@ import (
 
 func rvFixture(t *testing.T) fixture.RISCV64 { return fixture.RISCV64Capture(t) }
 
+var rvBuild = &foreignBuild{goarch: "riscv64", qemu: "qemu-riscv64-static"}
+
 // rvPagepipe is the riscv64 build of pagepipe, under qemu-riscv64-static.
 func rvPagepipe(t *testing.T) string { return rvBuild.pagepipe(t) }
 
