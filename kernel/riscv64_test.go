@@ -152,15 +152,15 @@ func TestRISCV64BadEntries(t *testing.T) {
 // riscv64 6.12 under QEMU's rv64 (Sv57), with the generic
 // swapper_pg_dir: phys_ram_base and VA_BITS in decimal, the rest in hex.
 const rvVMCOREINFO = "OSRELEASE=6.12.118+deb13-riscv64\nPAGESIZE=4096\n" +
-	"SYMBOL(swapper_pg_dir)=ffffffff81a3c000\n" +
+	"SYMBOL(swapper_pg_dir)=ffffffff81dcb000\n" +
 	"NUMBER(phys_ram_base)=2147483648\n" +
 	"NUMBER(PAGE_OFFSET)=0xff60000000000000\n" +
 	"NUMBER(VMALLOC_START)=0xff20000000000000\n" +
-	"NUMBER(VMALLOC_END)=0xff5fffffffffffff\n" +
+	"NUMBER(VMALLOC_END)=0xff60000000000000\n" +
 	"NUMBER(VA_BITS)=57\n" +
 	"NUMBER(VMEMMAP_START)=0xff1c000000000000\n" +
-	"NUMBER(VMEMMAP_END)=0xff1fffffffffffff\n" +
-	"NUMBER(MODULES_VADDR)=0xffffffff01a6d000\n" +
+	"NUMBER(VMEMMAP_END)=0xff20000000000000\n" +
+	"NUMBER(MODULES_VADDR)=0xffffffff01e6c000\n" +
 	"NUMBER(MODULES_END)=0xffffffff80000000\n" +
 	"NUMBER(KERNEL_LINK_ADDR)=0xffffffff80000000\n" +
 	"NUMBER(va_kernel_pa_offset)=0xfffffffeffe00000\n"
@@ -181,7 +181,7 @@ func TestRISCV64FromVMCOREINFO(t *testing.T) {
 		{"sv47", strings.Replace(rvVMCOREINFO, "VA_BITS)=57", "VA_BITS)=47", 1), 0, "VA_BITS 47 is none of"},
 		{"xip", strings.Replace(rvVMCOREINFO, "NUMBER(va_kernel_pa_offset)", "NUMBER(xip_offset)", 1), 0, "missing NUMBER(va_kernel_pa_offset)"},
 		{"no swapper", strings.Replace(rvVMCOREINFO, "SYMBOL(swapper_pg_dir)", "SYMBOL(init_mm)", 1), 0, "missing SYMBOL(swapper_pg_dir)"},
-		{"swapper below the image", strings.Replace(rvVMCOREINFO, "=ffffffff81a3c000", "=ff60000001a3c000", 1), 0, "not in the kernel image"},
+		{"swapper below the image", strings.Replace(rvVMCOREINFO, "=ffffffff81dcb000", "=ff60000001dcb000", 1), 0, "not in the kernel image"},
 		{"64k pages", strings.Replace(rvVMCOREINFO, "PAGESIZE=4096", "PAGESIZE=65536", 1), 0, "4096-byte pages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestRISCV64FromVMCOREINFO(t *testing.T) {
 			if err != nil || checkErr != nil {
 				t.Fatalf("NewTranslator = %v, Check = %v", err, checkErr)
 			}
-			if tr.TopTable() != 0x81c3c000 || tr.Levels() != tc.levels || tr.KernelSpaceStart() != 0xff1c000000000000 {
+			if tr.TopTable() != 0x81fcb000 || tr.Levels() != tc.levels || tr.KernelSpaceStart() != 0xff1c000000000000 {
 				t.Fatalf("top %#x levels %d kernel space from %#x", tr.TopTable(), tr.Levels(), tr.KernelSpaceStart())
 			}
 			if pb, from, ok := RISCV64.PhysBase(vi, nil); !ok || pb != 0x80000000 || from != "vmcoreinfo" {

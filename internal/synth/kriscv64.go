@@ -88,7 +88,7 @@ func (k *kmem) virtualLayoutRISCV64() {
 	// of it below the linear map, the vmemmap (VA_BITS - PAGE_SHIFT - 1 +
 	// STRUCT_PAGE_MAX_SHIFT bits) sits below vmalloc.
 	k.vmallocStart = k.pageOffset - uint64(1)<<(r.vaBits-3)
-	r.vmallocEnd = k.pageOffset - 1
+	r.vmallocEnd = k.pageOffset // VMALLOC_END is PAGE_OFFSET (the real 6.12 vmcore says so)
 	r.vmemmapEnd = k.vmallocStart
 	r.vmemmapStart = k.vmallocStart - uint64(1)<<(r.vaBits-12-1+6)
 	k.vmemmap = r.vmemmapStart - r.physRAMBase/k.ps*structPageSize
