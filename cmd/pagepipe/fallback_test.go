@@ -232,13 +232,13 @@ func TestNoFallbackRefusesInOneLine(t *testing.T) {
 	}
 }
 
-// A vmcore of an architecture pagepipe does not dump (s390x, riscv64,
-// i386), and a dump of one to filter again, go to makedumpfile, decided
-// before any output exists, in every output shape and for --dump-dmesg.
-// One pagepipe dumps does not (x86_64; ppc64le with 4 KiB pages, since
-// issue 37), and neither does an input refused as damaged (a page size no
-// kernel of its architecture has, architectures that disagree): the run
-// refuses it.
+// A vmcore of an architecture pagepipe does not dump (s390x, i386), and a
+// dump of one to filter again, go to makedumpfile, decided before any
+// output exists, in every output shape and for --dump-dmesg. One pagepipe
+// dumps does not (x86_64; ppc64le with 4 KiB pages, since issue 37), and
+// neither does an input refused as damaged (a page size no kernel of its
+// architecture has, architectures that disagree, a riscv64 vmcore without
+// a key its walk needs): the run refuses it.
 func TestHandOverArchitectures(t *testing.T) {
 	dir := t.TempDir()
 	mdf := executable(t, filepath.Join(dir, "makedumpfile.real"), "exit 0")
@@ -264,7 +264,7 @@ func TestHandOverArchitectures(t *testing.T) {
 		"mixed":       writeShape(t, dir, "mixed", mixed),
 	}
 	for name, handed := range map[string]bool{
-		"s390x": true, "riscv64": true, "i386": true, "s390x-dump": true,
+		"s390x": true, "riscv64": false, "i386": true, "s390x-dump": true,
 		"x86_64": false, "ppc64le-4k": false, "x86_64-dump": false, "x86_64-16k": false, "mixed": false,
 	} {
 		in := inputs[name]

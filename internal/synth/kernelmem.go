@@ -75,6 +75,11 @@ type KernelSpec struct {
 	// HashMMU gives a ppc64le machine (kppc64.go) the hash MMU, as the
 	// kernel's disable_radix does, instead of radix. Others ignore it.
 	HashMMU bool
+	// VmemmapPages maps a riscv64 machine's vmemmap in 4 KiB pages
+	// instead of 2 MiB superpages, as the kernel does where it cannot
+	// allocate a whole 2 MiB block for a section's struct pages
+	// (vmemmap_populate_hugepages falls back to base pages).
+	VmemmapPages bool
 	// Lean makes machines of several TiB cheap (KernelMachine sets it
 	// above 256 GiB): the struct pages of a free block's pages past its
 	// head are all zero, and a page of struct pages that holds nothing
@@ -150,6 +155,7 @@ type kmem struct {
 	prof       *profile
 	arm        *arm64Layout // nil: x86_64
 	ppc        *ppc64Layout // nil: not ppc64le
+	rv         *riscvLayout // nil: not riscv64
 	ks         KernelSpec
 	seed       uint64
 	segs       []Segment // the spec's (RAM)
@@ -219,7 +225,7 @@ func kernelOf(s *Spec) (*kmem, error) {
 	e := v.(*kernelCacheEntry)
 	e.mu.Lock()
 	for _, k := range slices.Backward(e.kms) {
-		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && (k.ppc != nil) == (s.Arch == PPC64LE) && k.ps == s.PageBytes() &&
+		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && (k.ppc != nil) == (s.Arch == PPC64LE) && (k.rv != nil) == (s.Arch == RISCV64) && k.ps == s.PageBytes() &&
 			(slices.Equal(k.segs, s.Segments) || slices.Equal(k.fileSegs, s.Segments)) {
 			e.mu.Unlock()
 			return k, nil
@@ -261,6 +267,9 @@ func buildKernel(s *Spec) (*kmem, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ks.VmemmapPages && s.Arch != RISCV64 {
+		return nil, errors.New("synth: VmemmapPages is for riscv64 machines")
+	}
 	if ks.Unaccepted && prof.name != "6.12" {
 		return nil, fmt.Errorf("synth: unaccepted memory needs the 6.12 profile, not %s", prof.name)
 	}
@@ -292,6 +301,18 @@ func buildKernel(s *Spec) (*kmem, error) {
 		if err := k.setupPPC64(); err != nil {
 			return nil, err
 		}
+	}
+	if s.Arch == RISCV64 {
+		if k.rv, err = newRISCVLayout(ks, k.shift); err != nil {
+			return nil, err
+		}
+		// riscv64 has no PG_uncached either (x86's, gone in 6.12).
+		p := *prof
+		if !p.atLeast(6, 12) {
+			p.pg.hwpoison--
+		}
+		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-riscv64", 1)
+		k.prof = &p
 	}
 	k.pps = 1 << (k.sectionBits - k.shift)
 	k.perRoot = k.ps / memSectionSize
@@ -428,6 +449,9 @@ func (k *kmem) physBits() int {
 	if k.ppc != nil {
 		return ppcPhysBits
 	}
+	if k.rv != nil {
+		return rvMaxPhysmemBits
+	}
 	return maxPhysmemBits
 }
 
@@ -457,6 +481,8 @@ func (k *kmem) virtualLayout() {
 		k.virtualLayoutARM64()
 	} else if k.ppc != nil {
 		k.virtualLayoutPPC64()
+	} else if k.rv != nil {
+		k.virtualLayoutRISCV64()
 	} else if k.ks.KASLR {
 		// kernel_randomize_memory moves each region up in PUD (1 GiB)
 		// steps; the direct map stays below vmalloc and vmemmap.
@@ -528,6 +554,9 @@ func (k *kmem) place() error {
 	if k.ppc != nil {
 		armImg, mbPages = k.placePPC64(rootPages+uint64(len(rootUsed))+misc, nPresent)
 	}
+	if k.rv != nil {
+		armImg, mbPages = k.placeRISCV64(rootPages + uint64(len(rootUsed)) + misc)
+	}
 
 	slides := []uint64{0}
 	if k.ks.KASLR {
@@ -537,12 +566,12 @@ func (k *kmem) place() error {
 		}
 		slides = append(slides, 0)
 	}
-	if k.arm != nil || k.ppc != nil {
+	if k.arm != nil || k.ppc != nil || k.rv != nil {
 		slides = []uint64{0}
 	}
 	for _, j := range slides {
 		imgLo := (defaultPhysStart + j*bigPage2M) / k.ps
-		if k.arm != nil || k.ppc != nil {
+		if k.arm != nil || k.ppc != nil || k.rv != nil {
 			imgLo = armImg
 		}
 		imgHi := imgLo + img/k.ps
@@ -582,6 +611,12 @@ func (k *kmem) place() error {
 	}
 	if k.ppc != nil {
 		k.textVA, k.physBase = k.va(k.imgLo*k.ps), 0 // _stext is PAGE_OFFSET
+	}
+	if r := k.rv; r != nil {
+		k.textVA = rvKernelLinkAddr
+		r.vaKernelPAOff = rvKernelLinkAddr - k.imgLo*k.ps
+		r.modulesEnd = rvKernelLinkAddr                       // PFN_ALIGN(_start)
+		r.modulesVaddr = rvKernelLinkAddr + img - bigPage1G*2 // PFN_ALIGN(_end) - SZ_2G
 	}
 
 	// One chunk of struct pages per present section (2 MiB with 4 KiB
@@ -715,6 +750,9 @@ func (k *kmem) va(pa uint64) uint64 {
 	if k.arm != nil {
 		return (pa - k.arm.physOffset) | k.pageOffset
 	}
+	if k.rv != nil {
+		return pa - k.rv.physRAMBase + k.pageOffset
+	}
 	return k.pageOffset + pa
 }
 
@@ -724,6 +762,9 @@ func (k *kmem) kva(pa uint64) uint64 {
 	}
 	if k.ppc != nil {
 		return k.va(pa) // the image is in the linear map
+	}
+	if k.rv != nil {
+		return pa + k.rv.vaKernelPAOff
 	}
 	return startKernelMap + pa - uint64(k.physBase)
 }
@@ -777,6 +818,10 @@ func (k *kmem) buildTables() {
 	}
 	if k.ppc != nil {
 		k.buildTablesPPC64()
+		return
+	}
+	if k.rv != nil {
+		k.buildTablesRISCV64()
 		return
 	}
 	top := k.imgLo + (k.imgHi-k.imgLo)*5/8
@@ -862,17 +907,6 @@ func (k *kmem) buildMemSection() {
 	k.sym["node_data_pgdat"] = k.va(usage * k.ps)
 }
 
-// machine is utsname's machine: uname -m.
-func (k *kmem) machine() string {
-	switch {
-	case k.arm != nil:
-		return "aarch64"
-	case k.ppc != nil:
-		return "ppc64le"
-	}
-	return "x86_64"
-}
-
 // uts field offsets in struct new_utsname (65-byte fields).
 const (
 	utsLen     = 65
@@ -924,4 +958,17 @@ func (k *kmem) buildGlobals() {
 	k.sym["log_first_idx"] = at(0.90, 0x2d4)
 	k.sym["clear_idx"] = at(0.90, 0x320)
 	k.sym["log_next_idx"] = at(0.90, 0x2e0)
+}
+
+// machine is utsname's machine: the architecture as uname -m names it.
+func (k *kmem) machine() string {
+	switch {
+	case k.arm != nil:
+		return "aarch64"
+	case k.ppc != nil:
+		return "ppc64le"
+	case k.rv != nil:
+		return "riscv64"
+	}
+	return "x86_64"
 }
