@@ -56,6 +56,11 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		if debugging(ev) {
 			m.MapStats().KeepWindows() // named in the copy pass's debug lines
 		}
+		if o.useMmap() {
+			// The kernel's metadata (page tables, mem_section, the
+			// priority search's structures) through mmap windows too.
+			m.MapReads(source.MetadataMapSize, source.MetadataWindows)
+		}
 	case *source.Dump:
 		dump = m
 	case interface{ Unwrap() *source.Dump }:
@@ -90,6 +95,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 			}
 			ev.Notef(Debug, "mem_map not found (%v): dumping every page with data\n", err)
 			kern = nil
+		}
+		if kern != nil && o.useMmap() {
+			kern.MapSize = o.MapSize // the page scan's struct pages, too
 		}
 	}
 	var vm *filter.Vmemmap

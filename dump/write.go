@@ -209,9 +209,12 @@ func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer
 
 // useMmap decides how pages are read: mmap windows for /proc/vmcore or
 // when asked (--map-size), pread (with read-ahead) for other files, and
-// always pread with MmapOff (--non-mmap).
-func (j *job) useMmap() bool {
-	return j.o.Mmap == MmapOn || j.o.Mmap == MmapAuto && source.PreferMmap(j.o.Input)
+// always pread with MmapOff (--non-mmap). The page scan and the metadata
+// reads follow the same choice (prepare).
+func (j *job) useMmap() bool { return j.o.useMmap() }
+
+func (o *Options) useMmap() bool {
+	return o.Mmap == MmapOn || o.Mmap == MmapAuto && source.PreferMmap(o.Input)
 }
 
 // targets are the files (or the stream) a dump is written to.

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,10 +35,10 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 					if !bytes.Equal(got, want) {
 						t.Fatalf("pfn %#x: page differs from ReadPhys", pfn)
 					}
-					if r.win == nil {
+					if len(r.wins) == 0 {
 						continue
 					}
-					lo, hi := r.winOff, r.winOff+uint64(len(r.win))
+					lo, hi := r.wins[0].off, r.wins[0].off+uint64(len(r.wins[0].b))
 					inside := false
 					for _, l := range v.Loads {
 						// The file data of the segment, widened to whole
@@ -56,8 +57,8 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 				}
 				// What the debug lines name: every window mapped, as mapped.
 				kept := v.MapStats().MappedWindows()
-				if len(kept) == 0 || uint64(len(kept)) != v.MapStats().Windows.Load() || kept[len(kept)-1] != (Window{r.winOff, uint64(len(r.win))}) {
-					t.Errorf("kept %d windows (%+v) of %d mapped, the last [%#x, +%#x)", len(kept), kept, v.MapStats().Windows.Load(), r.winOff, len(r.win))
+				if len(kept) == 0 || uint64(len(kept)) != v.MapStats().Windows.Load() || len(r.wins) != 1 || kept[len(kept)-1] != (Window{r.wins[0].off, uint64(len(r.wins[0].b))}) {
+					t.Errorf("kept %d windows (%+v) of %d mapped, the reader's %+v", len(kept), kept, v.MapStats().Windows.Load(), r.wins)
 				}
 			})
 		}
@@ -160,5 +161,85 @@ func TestPagesOfEverySize(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// After MapReads, ReadPhys reads through mmap windows and gives the bytes
+// pread gives: ranges within a page, across pages and PT_LOADs, in holes
+// and partial pages; at most the windows asked for stay mapped, and the
+// least recently used one goes first.
+func TestMapReadsSameBytes(t *testing.T) {
+	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
+		for _, tc := range []struct{ mapSize, windows int }{{testPageSize, 1}, {64 << 10, 3}, {DefaultMapSize, 8}} {
+			t.Run(fmt.Sprintf("%s/%d/%d", shape, tc.mapSize, tc.windows), func(t *testing.T) {
+				v, path := openShape(t, shape)
+				plain, err := Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer plain.Close()
+				v.MapReads(tc.mapSize, tc.windows)
+				end := v.MaxMapnr * testPageSize
+				rng := rand.New(rand.NewPCG(7, uint64(tc.mapSize)))
+				for i := range 2000 {
+					paddr := rng.Uint64N(end)
+					if i%4 != 0 { // mostly where there are pages
+						e := v.extents[rng.IntN(len(v.extents))]
+						paddr = e.start*testPageSize + rng.Uint64N((e.end-e.start)*testPageSize)
+					}
+					n := 1 + rng.IntN(3*testPageSize)
+					if i%2 == 0 {
+						n = 8 // a page-table entry, a pointer
+					}
+					got, want := make([]byte, n), make([]byte, n)
+					if err := v.ReadPhys(paddr, got); err != nil {
+						t.Fatal(err)
+					}
+					if err := plain.ReadPhys(paddr, want); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("ReadPhys(%#x, %d) through windows differs from pread", paddr, n)
+					}
+					if w := len(v.shared.r.wins); w > tc.windows {
+						t.Fatalf("%d windows mapped at once, %d asked for", w, tc.windows)
+					}
+				}
+				if v.MapStats().Windows.Load() == 0 || v.MapStats().Failed.Load() != 0 {
+					t.Errorf("%d windows mapped, %d failed (%v)", v.MapStats().Windows.Load(), v.MapStats().Failed.Load(), v.MapStats().FirstError())
+				}
+			})
+		}
+	}
+}
+
+func TestMapReadsEvictsLeastRecentlyUsed(t *testing.T) {
+	v, _ := openShape(t, "holes")
+	v.MapReads(testPageSize, 2)
+	e := v.extents[0]
+	if e.end-e.start < 3 {
+		t.Fatalf("extent %+v: too few pages", e)
+	}
+	read := func(pfn uint64) {
+		t.Helper()
+		if err := v.ReadPhys(pfn*testPageSize, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapped := func() uint64 { return v.MapStats().Windows.Load() }
+	read(e.start)     // window A
+	read(e.start + 1) // window B
+	read(e.start)     // A again: no map
+	if m := mapped(); m != 2 {
+		t.Fatalf("%d windows mapped, want 2", m)
+	}
+	read(e.start + 2) // C replaces B, the least recently used
+	read(e.start)     // A is still there
+	if m := mapped(); m != 3 {
+		t.Errorf("%d windows mapped, want 3: A was evicted instead of B", m)
+	}
+	read(e.start + 1) // B again: mapped anew
+	if m := mapped(); m != 4 {
+		t.Errorf("%d windows mapped, want 4", m)
 	}
 }
