@@ -30,6 +30,8 @@ type Runner struct {
 	// Progress gets a line per run; on a terminal (TTY) it is redrawn.
 	Progress io.Writer
 	TTY      bool
+	// AfterRun, when set, sees each run's dump before it is removed.
+	AfterRun func(c Config, dump string) error
 	// Deadline, when set, ends the study early, at a round's end: no round
 	// starts that would end past it by the last round's time (the first
 	// always runs). Notes say so.
@@ -102,6 +104,9 @@ func (r *Runner) progress(finished bool, line string, last bool) {
 	}
 }
 
+// One runs a configuration once, pinned to its CPUs.
+func (r *Runner) One(ctx context.Context, c Config) (Run, error) { return r.one(ctx, c) }
+
 // one runs a configuration once.
 func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	dir, err := os.MkdirTemp(r.DumpDir, "pagepipe-bench-run")
@@ -144,6 +149,11 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	st, err := os.Stat(dumpPath)
 	if err != nil {
 		return Run{}, fmt.Errorf("%s wrote no dump: %w", c.Program, err)
+	}
+	if r.AfterRun != nil {
+		if err := r.AfterRun(c, dumpPath); err != nil {
+			return Run{}, err
+		}
 	}
 	run := Run{
 		Config:    c,

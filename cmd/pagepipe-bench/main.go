@@ -4,13 +4,15 @@
 //
 //	pagepipe-bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile|PATH] [--out DIR] VMCORE
 //	pagepipe-bench cores [--workers LIST] [--cpus LIST] [--codec LIST] [--budget DURATION] [--out DIR]
+//	pagepipe-bench roofline [--codec LIST] [--cpu N] [--runs K] [--vs makedumpfile|PATH] VMCORE
 //	pagepipe-bench readcost [--mib N] [--pages N] [--sizes KIB,...] VMCORE
 //	pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA [--used F] | --shape NAME] OUTPUT
 //
 // The first is the scaling study (docs/scaling.md): it runs the pagepipe
 // binary (--pagepipe, by default the one beside this) and makedumpfile as
 // child processes; the second the many-core study (make bench-cores), with
-// nothing but the two binaries and a vmcore it generates; readcost what
+// nothing but the two binaries and a vmcore it generates; roofline each
+// codec's run on one CPU beside the parts no dump can do without; readcost what
 // pread and mmap windows cost on a vmcore (/proc/vmcore in a capture
 // kernel); gen-vmcore writes a synthetic vmcore.
 package main
@@ -45,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runCores(args[1:], stdout, stderr)
 		case "readcost":
 			return runReadCost(args[1:], stdout, stderr)
+		case "roofline":
+			return runRoofline(args[1:], stdout, stderr)
 		}
 	}
 	return runBench(args, stdout, stderr)
