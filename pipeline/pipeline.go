@@ -575,7 +575,7 @@ func (w *worker) store(c *chunk, pfn uint64, page []byte) error {
 		}
 		if out != nil && len(out) < len(page) {
 			c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
-			if len(out) > 0 && cap(c.data) > end && &out[0] == &c.data[end:end+1][0] {
+			if len(out) > 0 && cap(c.data) > end && &out[0] == &c.data[end : end+1][0] {
 				c.data = c.data[:end+len(out)]
 			} else {
 				c.data = append(c.data, out...)
