@@ -425,3 +425,23 @@ func TestCoresTables(t *testing.T) {
 		t.Errorf("wrote %v", paths)
 	}
 }
+
+// Every operation of the CPU cost table runs and takes time.
+func TestMeasureCPUCosts(t *testing.T) {
+	costs, err := MeasureCPUCosts(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(costs) < 8 {
+		t.Fatalf("%d operations", len(costs))
+	}
+	var b bytes.Buffer
+	if err := WriteCPUCosts(&b, costs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range costs {
+		if c.Ops <= 0 || c.Wall <= 0 || !strings.Contains(b.String(), c.Name) {
+			t.Errorf("%+v", c)
+		}
+	}
+}

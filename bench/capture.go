@@ -190,6 +190,9 @@ func WriteCaptureBench(w io.Writer, c fixture.Capture) error {
 		}
 		p.table(rows)
 	}
+	if b, err := os.ReadFile(c.Out("cpucost.out")); err == nil {
+		p.f("\n[cpucost] pagepipe-bench cpucost --n 20000, in the capture kernel\n%s", b)
+	}
 	if b, err := os.ReadFile(c.Out("readcost.out")); err == nil {
 		p.f("\n[readcost] pagepipe-bench readcost --mib 64 --pages 1000 /proc/vmcore, in the capture kernel\n%s", b)
 	}

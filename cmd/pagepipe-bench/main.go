@@ -6,6 +6,7 @@
 //	pagepipe-bench cores [--workers LIST] [--cpus LIST] [--codec LIST] [--budget DURATION] [--out DIR]
 //	pagepipe-bench roofline [--codec LIST] [--cpu N] [--runs K] [--vs makedumpfile|PATH] VMCORE
 //	pagepipe-bench capture DIR...
+//	pagepipe-bench cpucost [--n N]
 //	pagepipe-bench readcost [--mib N] [--pages N] [--sizes KIB,...] VMCORE
 //	pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA [--used F] | --shape NAME] OUTPUT
 //
@@ -14,7 +15,8 @@
 // child processes; the second the many-core study (make bench-cores), with
 // nothing but the two binaries and a vmcore it generates; roofline each
 // codec's run on one CPU beside the parts no dump can do without; capture
-// the tables of capture-kernel bench runs; readcost what
+// the tables of capture-kernel bench runs; cpucost what single operations
+// cost where it runs; readcost what
 // pread and mmap windows cost on a vmcore (/proc/vmcore in a capture
 // kernel); gen-vmcore writes a synthetic vmcore.
 package main
@@ -53,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRoofline(args[1:], stdout, stderr)
 		case "capture":
 			return runCapture(args[1:], stdout, stderr)
+		case "cpucost":
+			return runCPUCost(args[1:], stdout, stderr)
 		}
 	}
 	return runBench(args, stdout, stderr)
