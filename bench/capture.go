@@ -190,6 +190,12 @@ func WriteCaptureBench(w io.Writer, c fixture.Capture) error {
 		}
 		p.table(rows)
 	}
+	for _, prog := range []string{"pp", "mdf"} {
+		if b, err := os.ReadFile(c.Out("diag-" + prog + "-syscalls.txt")); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			p.f("\n[syscalls] %s -F -l -d 31 under strace -f -c (its top 14 lines)\n%s\n", CaptureProgram[prog], strings.Join(lines[:min(len(lines), 14)], "\n"))
+		}
+	}
 	if b, err := os.ReadFile(c.Out("cpucost.out")); err == nil {
 		p.f("\n[cpucost] pagepipe-bench cpucost --n 20000, in the capture kernel\n%s", b)
 	}
