@@ -108,6 +108,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	cycle := cycleOf(o, ev)
 	in.partial = partialPages(o, ev, cycle, v.Pfns())
 	window := cycleWindow(o, ev, cycle)
+	if in.vmcore != nil && o.useMmap() {
+		// The windows stay mapped while their page tables (a 512th of
+		// what they map) come to a quarter of the bitmap budget at most.
+		avail, _ := filter.Available()
+		keep := int64(cycle.ChooseBudget(avail).Bytes) / 4 * 512
+		in.vmcore.KeepWindows(keep)
+		ev.Notef(Debug, "mmap: windows kept while they map at most %d bytes\n", keep)
+	}
 	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
 	}

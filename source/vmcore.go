@@ -24,6 +24,9 @@ type Vmcore struct {
 	maps    MapStats
 	// shared, after MapReads, serves ReadPhys from mmap windows.
 	shared *sharedReader
+	// keep, after KeepWindows, is how many bytes of windows the readers
+	// may hold mapped at once, all together; inUse how many they hold.
+	keep, inUse atomic.Int64
 }
 
 // sharedReader is a PageReader that ReadPhys's callers take turns at.
@@ -111,6 +114,16 @@ func (v *Vmcore) Close() error {
 	}
 	return v.f.Close()
 }
+
+// KeepWindows lets the page readers keep the windows they have mapped,
+// rather than unmap one to map the next, while all of them together hold
+// at most bytes: they are unmapped when the vmcore is closed or the
+// process exits. Unmapping a window of a process whose other threads run
+// on other CPUs interrupts those CPUs to flush their TLBs and waits for
+// them (a shootdown); a single-threaded makedumpfile never does. A
+// mapped window costs the kernel 8 bytes of page table per 4 KiB page
+// and no resident memory, so bytes / 512 is the memory it may take.
+func (v *Vmcore) KeepWindows(bytes int64) { v.keep.Store(bytes) }
 
 // MapReads makes ReadPhys read through mmap windows of mapSize bytes, up
 // to windows of them mapped at once (the least recently used goes when
@@ -436,17 +449,17 @@ var errNoMap = errors.New("cannot map")
 // with another memory type, or maps it uncached. If the window cannot be
 // mapped, the smallest one that holds the range is tried before giving up.
 func (r *PageReader) remap(e extent, off, n uint64) (*window, error) {
-	slot := len(r.wins)
-	if slot == r.maxWins {
-		slot = 0
+	// Within KeepWindows' budget a reader keeps what it mapped; past it,
+	// or at its own count, it unmaps its least recently used window.
+	for len(r.wins) > 0 && (len(r.wins) >= r.maxWins && r.v.keep.Load() == 0 ||
+		r.v.keep.Load() > 0 && r.v.inUse.Load()+int64(max(r.mapSize, n)) > r.v.keep.Load()) {
+		lru := 0
 		for i, w := range r.wins {
-			if w.used < r.wins[slot].used {
-				slot = i
+			if w.used < r.wins[lru].used {
+				lru = i
 			}
 		}
-		_ = unix.Munmap(r.wins[slot].b)
-		r.wins[slot] = r.wins[len(r.wins)-1]
-		r.wins = r.wins[:len(r.wins)-1]
+		r.drop(lru)
 	}
 	osPage := uint64(os.Getpagesize())
 	start := off &^ (osPage - 1)
@@ -462,6 +475,7 @@ func (r *PageReader) remap(e extent, off, n uint64) (*window, error) {
 		if b, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
 			_ = unix.Madvise(b, unix.MADV_SEQUENTIAL)
 			r.wins = append(r.wins, window{b: b, off: start, used: r.tick})
+			r.v.inUse.Add(int64(len(b)))
 			r.v.maps.mapped(start, stop-start)
 			return &r.wins[len(r.wins)-1], nil
 		}
@@ -469,10 +483,17 @@ func (r *PageReader) remap(e extent, off, n uint64) (*window, error) {
 	return nil, err
 }
 
+// drop unmaps window i.
+func (r *PageReader) drop(i int) {
+	_ = unix.Munmap(r.wins[i].b)
+	r.v.inUse.Add(-int64(len(r.wins[i].b)))
+	r.wins[i] = r.wins[len(r.wins)-1]
+	r.wins = r.wins[:len(r.wins)-1]
+}
+
 // Close unmaps the windows.
 func (r *PageReader) Close() {
-	for _, w := range r.wins {
-		_ = unix.Munmap(w.b)
+	for len(r.wins) > 0 {
+		r.drop(len(r.wins) - 1)
 	}
-	r.wins = nil
 }

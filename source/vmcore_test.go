@@ -243,3 +243,52 @@ func TestMapReadsEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("%d windows mapped, want 4", m)
 	}
 }
+
+// With KeepWindows the readers keep what they mapped while all of them
+// hold no more than the budget, then unmap their least recently used
+// window; closing them unmaps everything.
+func TestKeepWindowsWithinBudget(t *testing.T) {
+	v, _ := openShape(t, "kexec-1")
+	const win = 4 * testPageSize
+	v.KeepWindows(3 * win)
+	r1 := v.NewReader(win, true).(*PageReader)
+	r2 := v.NewReader(win, true).(*PageReader)
+	_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
+	var pfns []uint64
+	for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
+		pfns = append(pfns, pfn)
+	}
+	for i, pfn := range pfns {
+		r := r1
+		if i%2 == 1 {
+			r = r2
+		}
+		if _, err := r.Page(pfn); err != nil {
+			t.Fatal(err)
+		}
+		held := uint64(0)
+		for _, rr := range []*PageReader{r1, r2} {
+			for _, w := range rr.wins {
+				held += uint64(len(w.b))
+			}
+		}
+		if int64(held) != v.inUse.Load() {
+			t.Fatalf("the readers hold %d bytes, the count says %d", held, v.inUse.Load())
+		}
+		// A reader may map one window past the budget, never more.
+		if held > 3*win+win {
+			t.Fatalf("%d bytes mapped, budget %d", held, 3*win)
+		}
+	}
+	if n := len(r1.wins) + len(r2.wins); n < 2 {
+		t.Errorf("%d windows kept", n)
+	}
+	if v.MapStats().Windows.Load() <= 3 {
+		t.Errorf("%d windows mapped: the budget should have made the readers unmap some", v.MapStats().Windows.Load())
+	}
+	r1.Close()
+	r2.Close()
+	if v.inUse.Load() != 0 {
+		t.Errorf("%d bytes still counted after Close", v.inUse.Load())
+	}
+}
