@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
@@ -320,15 +321,27 @@ func (s *scanner) unit(sec kernel.Section, lo, hi, unitHi uint64) error {
 		if err != nil {
 			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
 		}
-		for pfn := p; pfn < end; pfn++ {
-			if !s.m.Test(pfn) {
-				continue // no data, or already left out with its block
-			}
+		// Only the pfns still set: the rest have no data or went with
+		// their block (a free block's head takes 2^order pfns at once).
+		for pfn := s.nextSet(p, end); pfn < end; pfn = s.nextSet(pfn+1, end) {
 			i := (pfn - p) * size
 			s.classify(pfn, buf[i:min(i+2*size, uint64(len(buf)))])
 		}
 	}
 	return nil
+}
+
+// nextSet is the first pfn of [pfn, end) still set in the bitmap, or end,
+// read a word at a time and never past end: in cycles the bitmap holds
+// only the cycle's pfns while the scan makes them, as Test reads it.
+func (s *scanner) nextSet(pfn, end uint64) uint64 {
+	for pfn < end {
+		if w := s.m.Word(pfn/64) >> (pfn % 64); w != 0 {
+			return min(pfn+uint64(bits.TrailingZeros64(w)), end)
+		}
+		pfn = (pfn/64 + 1) * 64
+	}
+	return end
 }
 
 // classify applies makedumpfile's rules to one struct page (spec §6.5);
