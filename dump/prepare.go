@@ -114,7 +114,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		avail, _ := filter.Available()
 		keep := int64(cycle.ChooseBudget(avail).Bytes) / 4 * 512
 		in.vmcore.KeepWindows(keep)
-		ev.Notef(Debug, "mmap: windows kept while they map at most %d bytes\n", keep)
+		ev.Notef(Debug, "the readers keep their windows of the vmcore while they map at most %d bytes\n", keep)
 	}
 	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
