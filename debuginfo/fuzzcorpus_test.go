@@ -32,4 +32,3 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	}
 	fuzzcorpus.Check(t, "FuzzDWARFLookup", seeds)
 }
-
