@@ -50,3 +50,12 @@ outer2_t typedefd_var;
 const char cstr[] = "abc";
 extern int late_decl[];
 int late_decl[7];
+
+/* A list linked by its own next member, for `via`. */
+struct node {
+	struct node *next;
+	char key[8];
+	long key_size;
+};
+
+struct node node_head;
