@@ -34,7 +34,7 @@ func (m *fakeMem) ReadVirt(v uint64, p []byte) error {
 	return nil
 }
 
-func (m *fakeMem) put64(v, x uint64) { binary.LittleEndian.PutUint64(m.mem[v-m.base:], x) }
+func (m *fakeMem) put64(v, x uint64)      { binary.LittleEndian.PutUint64(m.mem[v-m.base:], x) }
 func (m *fakeMem) put(v uint64, b []byte) { copy(m.mem[v-m.base:], b) }
 
 // fakeSyms is a symbol table.
