@@ -11,6 +11,7 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/codec"
+	"pagepipe/erase"
 	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
@@ -35,6 +36,10 @@ type input struct {
 	codec   *codec.Codec // nil: pages stored raw
 	meta    *sink.Meta
 	vi      *kernel.VMCOREINFO // nil: none
+	// eraseFilter is --config resolved (nil: none); eraseinfo a
+	// refiltered dump's own ERASEINFO, carried on.
+	eraseFilter *erase.Filter
+	eraseinfo   []byte
 }
 
 // prepare opens the input and runs the filter pass.
@@ -90,6 +95,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 			}
 			ev.Notef(Debug, "mem_map not found (%v): dumping every page with data\n", err)
 			kern = nil
+		}
+	}
+	if in.eraseinfo, err = inputEraseinfo(dump); err != nil {
+		return nil, err
+	}
+	if o.FilterConfig != "" {
+		if in.eraseFilter, err = resolveConfig(o, ev, v, vi); err != nil {
+			return nil, err
 		}
 	}
 	var vm *filter.Vmemmap

@@ -216,3 +216,17 @@ func (e *Erasure) Erase(pfn uint64, page []byte) {
 		}
 	}
 }
+
+// Combine joins the erasures of disjoint sets of pages (a split dump's
+// parts) into one for the copy pass; their texts are joined in order.
+func Combine(es ...*Erasure) *Erasure {
+	out := &Erasure{ops: map[uint64][]op{}}
+	for _, e := range es {
+		out.pageSize = e.pageSize
+		for pfn, o := range e.ops {
+			out.ops[pfn] = append(out.ops[pfn], o...)
+		}
+		out.text = append(out.text, e.text...)
+	}
+	return out
+}

@@ -99,6 +99,12 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return exitOK
 	}
+	if o.genVMCOREINFO != "" {
+		return generateVMCOREINFO(c, o)
+	}
+	if o.filterConfig != "" && o.vmlinux == "" {
+		return usageError(c, fmt.Errorf("%w: --config needs -x VMLINUX", errUsage))
+	}
 	want, what := 2, "VMCORE and DUMPFILE"
 	switch {
 	case o.flatten && o.dumpDmesg:
@@ -202,6 +208,22 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		c.msg("\nThe dumpfile is saved to %s.\n", o.outName())
 	}
+	c.msg("\n%s Completed.\n", progName)
+	return exitOK
+}
+
+// generateVMCOREINFO is -g: the VMCOREINFO file of a vmlinux.
+func generateVMCOREINFO(c *console, o *options) int {
+	if o.vmlinux == "" || len(o.args) != 0 {
+		return usageError(c, fmt.Errorf("%w: -g FILE needs -x VMLINUX and no other file", errUsage))
+	}
+	if o.checkParams {
+		return exitOK
+	}
+	if err := dump.GenerateVMCOREINFO(o.vmlinux, o.genVMCOREINFO, progName, c); err != nil {
+		return fail(c, err)
+	}
+	c.msg("\nThe vmcoreinfo is saved to %s.\n", o.genVMCOREINFO)
 	c.msg("\n%s Completed.\n", progName)
 	return exitOK
 }

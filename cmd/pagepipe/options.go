@@ -16,26 +16,30 @@ import (
 
 // options are makedumpfile's command line, plus pagepipe's own.
 type options struct {
-	compress     string // the chosen codec's name; "" = none
-	levels       []dump.Level
-	force        bool
-	threads      int
-	mapSizeKiB   int
-	nonMmap      bool
-	msgLevel     int
-	version      bool
-	help         bool
-	checkParams  bool
-	vmcoreinfo   string
-	cpuprofile   string
-	heapprofile  string
-	statsFile    string // pagepipe bench's: per-stage CPU and phase times
-	dumpDmesg    bool
-	flatten      bool
-	elf          bool
-	split        bool
-	reassemble   bool
-	splitblockKB int
+	compress        string // the chosen codec's name; "" = none
+	levels          []dump.Level
+	force           bool
+	threads         int
+	mapSizeKiB      int
+	nonMmap         bool
+	msgLevel        int
+	version         bool
+	help            bool
+	checkParams     bool
+	vmcoreinfo      string
+	vmlinux         string // -x
+	filterConfig    string // --config
+	genVMCOREINFO   string // -g
+	moduleDebuginfo string // --module-debuginfo
+	cpuprofile      string
+	heapprofile     string
+	statsFile       string // pagepipe bench's: per-stage CPU and phase times
+	dumpDmesg       bool
+	flatten         bool
+	elf             bool
+	split           bool
+	reassemble      bool
+	splitblockKB    int
 
 	blockOrder     int
 	cyclicBufferKB int
@@ -210,11 +214,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "do everything but write the dump")
 	// Refused with a clear message: features pagepipe does not have.
 	for _, u := range []struct{ long, short, usage string }{
-		{"vmlinux", "x", "read the kernel's layout from a debug vmlinux"},
-		{"generate-vmcoreinfo", "g", "write a VMCOREINFO file from a vmlinux"},
 		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
 		{"mem-usage", "", "print the running kernel's page usage"},
-		{"config", "", "erase filtering with a config file"},
 		{"eppic", "", "erase filtering with eppic"},
 		{"vtop", "", "print an address translation"},
 		{"diskset", "", "read a sadump diskset"},
@@ -235,6 +236,10 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.StringVar(&o.statsFile, "stats-file", "", "write the run's stage CPU and phase times as JSON (for pagepipe bench)")
 	_ = fs.MarkHidden("stats-file")
 	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
+	fs.StringVarP(&o.vmlinux, "vmlinux", "x", "", "the kernel's debug vmlinux: the types and symbols of --config, and -g's source")
+	fs.StringVar(&o.filterConfig, "config", "", "erase the data a filter config names (makedumpfile.conf(5)) with 'X'; needs -x")
+	fs.StringVarP(&o.genVMCOREINFO, "generate-vmcoreinfo", "g", "", "write the VMCOREINFO of -x VMLINUX to this file, for -i")
+	fs.StringVar(&o.moduleDebuginfo, "module-debuginfo", "", "the directory holding the module debuginfo (NAME.ko) of --config's [module] sections (pagepipe extension; default /usr/lib/debug/lib/modules/RELEASE)")
 	return fs
 }
 
@@ -333,6 +338,9 @@ func (o *options) outName() string {
 func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 	d := dump.Options{
 		VMCOREINFOFile:  o.vmcoreinfo,
+		Vmlinux:         o.vmlinux,
+		FilterConfig:    o.filterConfig,
+		ModuleDebuginfo: o.moduleDebuginfo,
 		Levels:          o.levels,
 		Codec:           o.compress,
 		Workers:         o.threads,

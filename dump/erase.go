@@ -1,0 +1,234 @@
+package dump
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"pagepipe/debuginfo"
+	"pagepipe/erase"
+	"pagepipe/kernel"
+	"pagepipe/pipeline"
+	"pagepipe/sink"
+	"pagepipe/source"
+)
+
+// The x86_64 kernel image's virtual range, where KASLR moves symbols
+// (makedumpfile's __START_KERNEL_map and KERNEL_IMAGE_SIZE_KASLR_ORIG,
+// VMCOREINFO's NUMBER(KERNEL_IMAGE_SIZE) when it says).
+const (
+	startKernelMap      = 0xffffffff80000000
+	kernelImageSizeKASR = 1 << 30
+)
+
+// resolveConfig reads --config and resolves it against the crashed
+// kernel, before any output exists: a config that cannot be read or
+// resolved is refused with the line at fault.
+func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO) (*erase.Filter, error) {
+	f, err := os.Open(o.FilterConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := erase.Parse(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", o.FilterConfig, err)
+	}
+	if vi == nil {
+		return nil, fmt.Errorf("--config %s: the dump has no VMCOREINFO (give -i)", o.FilterConfig)
+	}
+	if o.Vmlinux == "" {
+		return nil, unsupported("--config %s: erasing needs the kernel's types: give -x VMLINUX (its debuginfo)", o.FilterConfig)
+	}
+	d, err := debuginfo.OpenDWARF(o.Vmlinux)
+	if err != nil {
+		return nil, fmt.Errorf("-x: %w", err)
+	}
+	tr, err := v.Arch().NewTranslator(v, vi)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	off, _ := vi.KernelOffset()
+	syms := debuginfo.KernelSymbols{DWARF: d, Offset: off, Relocates: relocates(v.Arch(), vi, d)}
+	secs := &sections{
+		vmlinux: &erase.Section{Types: d, Symbols: syms},
+		d:       d, syms: syms, mem: tr,
+		release: vi.OSRelease(), dir: o.ModuleDebuginfo,
+	}
+	filter, err := erase.Resolve(cfg, secs, tr, func(s string) { ev.Notef(Common, "--config %s: %s\n", o.FilterConfig, s) })
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", o.FilterConfig, err)
+	}
+	ev.Notef(Debug, "--config %s: %d ranges to erase\n", o.FilterConfig, filter.Len())
+	return filter, nil
+}
+
+// relocates is makedumpfile's rule for which of a vmlinux's symbols KASLR
+// moved: on x86_64 those in the kernel image's range, elsewhere those
+// between _text and _end; ppc64 does not relocate.
+func relocates(a kernel.Arch, vi *kernel.VMCOREINFO, d *debuginfo.DWARF) func(uint64) bool {
+	switch a.Name() {
+	case "x86_64":
+		size := uint64(kernelImageSizeKASR)
+		if n, ok := vi.NumberUnsigned("KERNEL_IMAGE_SIZE"); ok {
+			size = n
+		}
+		return func(v uint64) bool { return v >= startKernelMap && v-startKernelMap < size }
+	case "ppc64le":
+		return nil
+	}
+	text, ok1 := d.SymbolValue("_text")
+	end, ok2 := d.SymbolValue("_end")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	return func(v uint64) bool { return text <= v && v <= end }
+}
+
+// sections gives a config's sections their types and symbols: vmlinux's
+// from -x, a module's from its debuginfo file and its symbol table in
+// the dump.
+type sections struct {
+	vmlinux *erase.Section
+	d       *debuginfo.DWARF
+	syms    debuginfo.Symbols
+	mem     debuginfo.VirtReader
+	release string
+	dir     string
+	modules map[string]*debuginfo.Module // nil until a module section asks
+}
+
+func (s *sections) Section(name string) (*erase.Section, error) {
+	if name == "vmlinux" {
+		return s.vmlinux, nil
+	}
+	if s.modules == nil {
+		at, err := s.syms.Symbol("modules")
+		if err != nil {
+			return nil, err
+		}
+		mods, err := debuginfo.Modules(s.d, s.mem, at)
+		if err != nil {
+			return nil, err
+		}
+		s.modules = map[string]*debuginfo.Module{}
+		for _, m := range mods {
+			s.modules[m.Name] = m
+		}
+	}
+	m := s.modules[name]
+	if m == nil {
+		return nil, erase.ErrNotLoaded
+	}
+	path, err := debuginfo.FindModuleDebuginfo(name, s.release, s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w (give its directory with --module-debuginfo DIR)", err)
+	}
+	d, err := debuginfo.OpenDWARF(path)
+	if err != nil {
+		return nil, err
+	}
+	return &erase.Section{Types: d, Symbols: m}, nil
+}
+
+// inputEraseinfo is the ERASEINFO of a refiltered dump, carried on into
+// the new one ahead of what this dump erases (makedumpfile's
+// copy_eraseinfo).
+func inputEraseinfo(d *source.Dump) ([]byte, error) {
+	if d == nil || d.Sub.SizeEraseinfo == 0 {
+		return nil, nil
+	}
+	if d.Sub.SizeEraseinfo > 1<<30 {
+		return nil, fmt.Errorf("%s: eraseinfo of %d bytes", d.Path, d.Sub.SizeEraseinfo)
+	}
+	f, err := os.Open(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, d.Sub.SizeEraseinfo)
+	if _, err := f.ReadAt(b, int64(d.Sub.OffsetEraseinfo)); err != nil {
+		return nil, fmt.Errorf("%s: eraseinfo: %w", d.Path, err)
+	}
+	return b, nil
+}
+
+// applyErase decides what the dump erases, page by page and in its
+// ERASEINFO, once its shape says which pages each file gets: bounds are a
+// split dump's parts (nil: one file). It sets the headers' ERASEINFO and
+// returns the erasure the copy pass applies (nil: nothing to erase).
+func (j *job) applyErase(bounds []uint64) *erase.Erasure {
+	in := j.in
+	if in.eraseFilter == nil && len(in.eraseinfo) == 0 {
+		return nil
+	}
+	ps := in.mem.PageSize()
+	dumpable := in.plan.Dumpable
+	texts := map[uint64][]byte{}
+	var all *erase.Erasure
+	if in.eraseFilter != nil {
+		if bounds == nil {
+			bounds = []uint64{0, in.plan.MaxMapnr}
+		}
+		var parts []*erase.Erasure
+		for i := range len(bounds) - 1 {
+			lo, hi := bounds[i], bounds[i+1]
+			e := in.eraseFilter.Apply(ps, func(pfn uint64) bool { return pfn >= lo && pfn < hi && dumpable.Test(pfn) })
+			parts = append(parts, e)
+			texts[lo] = slices.Concat(in.eraseinfo, e.Text())
+		}
+		all = erase.Combine(parts...)
+		j.ev.Notef(Debug, "--config: %d pages to erase\n", all.Pages())
+	}
+	in.meta.Eraseinfo = func(r *sink.SplitRange) []byte {
+		if in.eraseFilter == nil {
+			return in.eraseinfo
+		}
+		if r == nil {
+			return texts[0]
+		}
+		return texts[r.Start]
+	}
+	return all
+}
+
+// erasingReader erases a page's sensitive bytes as it is read.
+type erasingReader struct {
+	pipeline.PageReader
+	e   *erase.Erasure
+	buf []byte
+}
+
+func (r *erasingReader) Page(pfn uint64) ([]byte, error) {
+	p, err := r.PageReader.Page(pfn)
+	if err != nil || !r.e.Touches(pfn) {
+		return p, err
+	}
+	r.buf = append(r.buf[:0], p...)
+	r.e.Erase(pfn, r.buf)
+	return r.buf, nil
+}
+
+// GenerateVMCOREINFO writes the VMCOREINFO of a debug vmlinux to out, as
+// makedumpfile -g writes it (debuginfo.GenerateVMCOREINFO), for -i.
+func GenerateVMCOREINFO(vmlinux, out, program string, ev Events) error {
+	if ev == nil {
+		ev = silent{}
+	}
+	d, err := debuginfo.OpenDWARF(vmlinux)
+	if err != nil {
+		return fmt.Errorf("-x: %w", err)
+	}
+	defer d.Close()
+	b, err := debuginfo.GenerateVMCOREINFO(d, int64(os.Getpagesize()))
+	if err != nil {
+		return fmt.Errorf("-g: %s: %w", vmlinux, err)
+	}
+	if vi, err := kernel.ParseVMCOREINFO(b); err == nil {
+		warnKernelVersion(ev, program, vi.OSRelease())
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return fmt.Errorf("-g: %w", err)
+	}
+	return nil
+}
