@@ -3,6 +3,7 @@ package dump
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"pagepipe/bitmap"
@@ -62,9 +63,25 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 	for i, l := range v.Loads {
 		segs[i] = sink.ELFSegment{Paddr: l.Paddr, Vaddr: l.Vaddr, MemSize: l.MemSize, Flags: l.Flags, Align: l.Align}
 	}
-	l := sink.NewELFLayout(v.PageSize(), v.Ehdr, v.NotePhdr, uint64(len(v.Info.Notes)), segs, keep)
+	notes := v.Info.Notes
+	noteSize := uint64(len(notes))
+	eraseSize := 0
+	if f := j.in.eraseFilter; f != nil {
+		eraseSize = f.ELFNoteSize()
+		noteSize = eraseinfoNoteEnd(len(notes), eraseSize)
+	}
+	l := sink.NewELFLayout(v.PageSize(), v.Ehdr, v.NotePhdr, noteSize, segs, keep)
+	if eraseSize > 0 {
+		runs := l.PageRuns()
+		written := func(pfn uint64) bool {
+			i := sort.Search(len(runs), func(i int) bool { return runs[i].Pfn+runs[i].Pages > pfn })
+			return i < len(runs) && runs[i].Pfn <= pfn
+		}
+		j.erasure = j.in.eraseFilter.Apply(v.PageSize(), written)
+		notes = eraseinfoNote(notes, j.erasure.Text(), eraseSize)
+	}
 	j.ev.Notef(Debug, "ELF dump: %d PT_LOADs, %d bytes\n", len(l.Loads), l.Size)
-	return &elfFile{l: l, notes: v.Info.Notes, zeros: zeros}, nil
+	return &elfFile{l: l, notes: notes, zeros: zeros}, nil
 }
 
 // zeroMarker is the zero scan's pipeline writer: it clears the zero pages

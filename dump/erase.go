@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -231,4 +232,34 @@ func GenerateVMCOREINFO(vmlinux, out, program string, ev Events) error {
 		return fmt.Errorf("-g: %w", err)
 	}
 	return nil
+}
+
+// The ERASEINFO note of an ELF dump (makedumpfile's write_elf_eraseinfo):
+// after the input's notes, a note named "ERASEINFO" of type 0 whose
+// descriptor, of the size reserved before the pages were written
+// (erase.Filter.ELFNoteSize), holds the text and zeros after it.
+const (
+	eraseinfoName  = "ERASEINFO\x00"
+	noteHeaderSize = 12
+)
+
+func roundup4(n int) int { return (n + 3) &^ 3 }
+
+// eraseinfoNoteEnd is the length of the notes with the ERASEINFO note of
+// a size-byte descriptor after notes bytes.
+func eraseinfoNoteEnd(notes, size int) uint64 {
+	return uint64(roundup4(notes) + noteHeaderSize + roundup4(len(eraseinfoName)) + roundup4(size))
+}
+
+// eraseinfoNote appends the ERASEINFO note to notes.
+func eraseinfoNote(notes, text []byte, size int) []byte {
+	out := make([]byte, eraseinfoNoteEnd(len(notes), size))
+	copy(out, notes)
+	h := out[roundup4(len(notes)):]
+	binary.LittleEndian.PutUint32(h[0:], uint32(len(eraseinfoName)))
+	binary.LittleEndian.PutUint32(h[4:], uint32(size))
+	binary.LittleEndian.PutUint32(h[8:], 0)
+	copy(h[noteHeaderSize:], eraseinfoName)
+	copy(h[noteHeaderSize+roundup4(len(eraseinfoName)):][:size], text)
+	return out
 }

@@ -80,10 +80,6 @@ func (j *job) write(ctx context.Context) (Result, error) {
 		j.erasure = j.applyErase(l.bounds)
 	case kdumpLayout:
 		j.erasure = j.applyErase(nil)
-	default:
-		if j.in.eraseFilter != nil {
-			return j.res, unsupported("--config cannot be used with -E yet: pagepipe erases kdump-compressed dumps (a file, -F or --split)")
-		}
 	}
 	t, err := j.createTargets()
 	if err != nil {
