@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"pagepipe/debuginfo"
 	"pagepipe/erase"
@@ -25,7 +26,7 @@ const (
 // resolveConfig reads --config and resolves it against the crashed
 // kernel, before any output exists: a config that cannot be read or
 // resolved is refused with the line at fault.
-func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO) (*erase.Filter, error) {
+func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO, d *debuginfo.DWARF) (*erase.Filter, error) {
 	f, err := os.Open(o.FilterConfig)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
@@ -38,12 +39,8 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 	if vi == nil {
 		return nil, fmt.Errorf("--config %s: the dump has no VMCOREINFO (give -i)", o.FilterConfig)
 	}
-	if o.Vmlinux == "" {
+	if d == nil {
 		return nil, unsupported("--config %s: erasing needs the kernel's types: give -x VMLINUX (its debuginfo)", o.FilterConfig)
-	}
-	d, err := debuginfo.OpenDWARF(o.Vmlinux)
-	if err != nil {
-		return nil, fmt.Errorf("-x: %w", err)
 	}
 	tr, err := v.Arch().NewTranslator(v, vi)
 	if err != nil {
@@ -262,4 +259,47 @@ func eraseinfoNote(notes, text []byte, size int) []byte {
 	copy(h[noteHeaderSize:], eraseinfoName)
 	copy(h[noteHeaderSize+roundup4(len(eraseinfoName)):][:size], text)
 	return out
+}
+
+// fillFromVmlinux gives the dump the values its VMCOREINFO lacks from the
+// vmlinux's DWARF (what -g would write for it; its symbols relocated by
+// the note's KERNELOFFSET where KASLR moves them), and all of them for a
+// vmcore without VMCOREINFO (vi nil). Where both have a value the note's
+// stays: the kernel wrote it about itself. (makedumpfile 1.7.2 keeps the
+// vmlinux's; they differ only for a vmlinux of another build.)
+func fillFromVmlinux(vi *kernel.VMCOREINFO, d *debuginfo.DWARF, a kernel.Arch) (*kernel.VMCOREINFO, error) {
+	gen, err := debuginfo.GenerateVMCOREINFO(d, int64(os.Getpagesize()))
+	if err != nil {
+		return nil, err
+	}
+	if vi == nil {
+		return kernel.ParseVMCOREINFO(gen)
+	}
+	g, err := kernel.ParseVMCOREINFO(gen)
+	if err != nil {
+		return nil, err
+	}
+	if g.OSRelease() != vi.OSRelease() {
+		return nil, fmt.Errorf("%w: the vmlinux is %s, the dump %s", ErrWrongRelease, g.OSRelease(), vi.OSRelease())
+	}
+	off, _ := vi.KernelOffset()
+	moved := relocates(a, vi, d)
+	var b strings.Builder
+	for _, k := range vi.Keys() {
+		v, _ := vi.Raw(k)
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	for _, k := range g.Keys() {
+		if vi.Has(k) {
+			continue
+		}
+		v, _ := g.Raw(k)
+		if name, ok := strings.CutPrefix(k, "SYMBOL("); ok && off != 0 && moved != nil {
+			if addr, ok := g.Symbol(strings.TrimSuffix(name, ")")); ok && moved(addr) {
+				v = fmt.Sprintf("%x", addr+off)
+			}
+		}
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return kernel.ParseVMCOREINFO([]byte(b.String()))
 }

@@ -11,6 +11,7 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/codec"
+	"pagepipe/debuginfo"
 	"pagepipe/erase"
 	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
@@ -40,6 +41,7 @@ type input struct {
 	// refiltered dump's own ERASEINFO, carried on.
 	eraseFilter *erase.Filter
 	eraseinfo   []byte
+	dwarf       *debuginfo.DWARF // -x
 }
 
 // prepare opens the input and runs the filter pass.
@@ -76,6 +78,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if err != nil {
 		return nil, err
 	}
+	if o.Vmlinux != "" {
+		if in.dwarf, err = debuginfo.OpenDWARF(o.Vmlinux); err != nil {
+			return nil, fmt.Errorf("-x: %w", err)
+		}
+		if vi, err = fillFromVmlinux(vi, in.dwarf, v.Arch()); err != nil {
+			return nil, fmt.Errorf("-x %s: %w", o.Vmlinux, err)
+		}
+	}
 	in.vi = vi
 	if err := v.Arch().Check(vi); err != nil {
 		return nil, source.Unsupported(err)
@@ -101,7 +111,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		return nil, err
 	}
 	if o.FilterConfig != "" {
-		if in.eraseFilter, err = resolveConfig(o, ev, v, vi); err != nil {
+		if in.eraseFilter, err = resolveConfig(o, ev, v, vi, in.dwarf); err != nil {
 			return nil, err
 		}
 	}
