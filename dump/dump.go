@@ -100,6 +100,10 @@ type Options struct {
 	// module's debuginfo (NAME.ko or NAME.ko.debug, searched below it);
 	// "" looks where makedumpfile looks (/usr/lib/debug/lib/modules/REL).
 	ModuleDebuginfo string
+	// Vtop is makedumpfile's --vtop: the kernel virtual address whose
+	// translation through the crashed kernel's page tables is printed
+	// (each table entry read on x86_64) before the dump is made; 0: none.
+	Vtop uint64
 	// Levels are the dump levels, tried in order while the output is full
 	// (ErrOutputFull); at least one.
 	Levels []Level

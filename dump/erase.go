@@ -2,6 +2,7 @@ package dump
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -302,4 +303,35 @@ func fillFromVmlinux(vi *kernel.VMCOREINFO, d *debuginfo.DWARF, a kernel.Arch) (
 		fmt.Fprintf(&b, "%s=%s\n", k, v)
 	}
 	return kernel.ParseVMCOREINFO([]byte(b.String()))
+}
+
+// printVtop prints the translation of vaddr as makedumpfile's --vtop
+// prints it: on x86_64 every table entry the walk reads, then the
+// address and its physical address (all ones when it has none).
+func printVtop(ev Events, v source.Memory, vi *kernel.VMCOREINFO, vaddr uint64) {
+	ev.Notef(Common, "\n")
+	ev.Notef(Common, "Translating virtual address %x to physical address.\n", vaddr)
+	paddr := ^uint64(0)
+	tr, err := v.Arch().NewTranslator(v, vi)
+	if err == nil {
+		tr.SetTrace(func(level string, at, entry uint64) {
+			ev.Notef(Common, "  %s : %16x => %16x\n", level, at, entry)
+		})
+		var p uint64
+		if p, err = tr.VtoP(vaddr); err == nil {
+			paddr = p
+		}
+	}
+	if err != nil {
+		var te *kernel.TranslationError
+		if errors.As(err, &te) && errors.Is(err, kernel.ErrNotPresent) && v.Arch().Name() == "x86_64" {
+			entry := map[string]string{"PGD": "pgd", "P4D": "p4d_pte", "PUD": "pud_pte", "PMD": "pmd_pte", "PTE": "pte"}[te.Level]
+			ev.Notef(Error, "__vtop4_x86_64: Can't get a valid %s.\n", entry)
+		} else {
+			ev.Notef(Error, "vtop: %v\n", err)
+		}
+	}
+	ev.Notef(Common, "VIRTUAL           PHYSICAL\n")
+	ev.Notef(Common, "%16x  %x\n", vaddr, paddr)
+	ev.Notef(Common, "\n")
 }

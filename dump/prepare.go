@@ -107,6 +107,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 			kern = nil
 		}
 	}
+	if o.Vtop != 0 && vi != nil {
+		printVtop(ev, v, vi, o.Vtop)
+	}
 	if in.eraseinfo, err = inputEraseinfo(dump); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type options struct {
 	filterConfig    string // --config
 	genVMCOREINFO   string // -g
 	moduleDebuginfo string // --module-debuginfo
+	vtop            uint64 // --vtop
 	cpuprofile      string
 	heapprofile     string
 	statsFile       string // pagepipe bench's: per-stage CPU and phase times
@@ -217,7 +218,6 @@ func newFlagSet(o *options) *pflag.FlagSet {
 		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
 		{"mem-usage", "", "print the running kernel's page usage"},
 		{"eppic", "", "erase filtering with eppic"},
-		{"vtop", "", "print an address translation"},
 		{"diskset", "", "read a sadump diskset"},
 		{"xen-syms", "", "Xen hypervisor symbols"},
 		{"xen-vmcoreinfo", "", "Xen VMCOREINFO"},
@@ -239,6 +239,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.StringVarP(&o.vmlinux, "vmlinux", "x", "", "the kernel's debug vmlinux: the types and symbols of --config, and -g's source")
 	fs.StringVar(&o.filterConfig, "config", "", "erase the data a filter config names (makedumpfile.conf(5)) with 'X'; needs -x")
 	fs.StringVarP(&o.genVMCOREINFO, "generate-vmcoreinfo", "g", "", "write the VMCOREINFO of -x VMLINUX to this file, for -i")
+	fs.String("vtop", "", "print the translation of this kernel virtual address through the crashed kernel's page tables")
 	fs.StringVar(&o.moduleDebuginfo, "module-debuginfo", "", "the directory holding the module debuginfo (NAME.ko) of --config's [module] sections (pagepipe extension; default /usr/lib/debug/lib/modules/RELEASE)")
 	return fs
 }
@@ -284,6 +285,12 @@ func parseOptions(args []string) (*options, error) {
 	if v := fs.Lookup("size-limit").Value.String(); v != "" {
 		if o.sizeLimit, err = memparse(v); err != nil {
 			return o, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
+		}
+	}
+	if v := fs.Lookup("vtop").Value.String(); v != "" {
+		// strtoul(optarg, NULL, 0), as makedumpfile reads it.
+		if o.vtop, err = strconv.ParseUint(v, 0, 64); err != nil {
+			return o, fmt.Errorf("%w: --vtop %s: not an address", errUsage, v)
 		}
 	}
 	if len(o.unsupported) > 0 {
@@ -341,6 +348,7 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		Vmlinux:         o.vmlinux,
 		FilterConfig:    o.filterConfig,
 		ModuleDebuginfo: o.moduleDebuginfo,
+		Vtop:            o.vtop,
 		Levels:          o.levels,
 		Codec:           o.compress,
 		Workers:         o.threads,

@@ -1,0 +1,71 @@
+//go:build integration
+
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"pagepipe/internal/fixture"
+	"pagepipe/internal/judge"
+)
+
+// vtopBlock is the --vtop output of a run: from "Translating" to the blank
+// line after the result.
+func vtopBlock(out string) string {
+	i := strings.Index(out, "Translating virtual address")
+	if i < 0 {
+		return ""
+	}
+	rest := out[i:]
+	if j := strings.Index(rest, "\n\n"); j >= 0 {
+		rest = rest[:j+1]
+	}
+	return rest
+}
+
+// --vtop prints what makedumpfile 1.7.2 prints, each page-table entry the
+// walk reads included, for an address of each kind: kernel text, kernel
+// data, the direct map, the vmemmap, vmalloc (a kernel stack) and a
+// module's data.
+func TestVtopMatchesMakedumpfile(t *testing.T) {
+	vmcore := realVmcore(t).Vmcore
+	vmlinux := fixture.DebugVmlinux(t)
+	out := judge.Crash(t, vmlinux, vmcore, "p/x _stext", "p/x &init_uts_ns", "p/x mem_section", "p/x vmemmap_base", "task -R stack 1", "sym rd_size")
+	hex := regexp.MustCompile(`(?:= |stack = )(0x[0-9a-f]+)|^([0-9a-f]{16}) \([a-zA-Z]\) rd_size`)
+	var addrs []string
+	for _, line := range strings.Split(out, "\n") {
+		if m := hex.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			a := m[1]
+			if a == "" {
+				a = "0x" + m[2]
+			}
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) != 6 {
+		t.Fatalf("crash gave %d addresses %q, want 6:\n%s", len(addrs), addrs, out)
+	}
+	addrs = append(addrs, "0xffffc9ffff000000") // in vmalloc's range, not mapped
+	dir := t.TempDir()
+	for _, a := range addrs {
+		t.Run(a, func(t *testing.T) {
+			mdf, _ := exec.Command("makedumpfile", "-f", "--vtop", a, "-d", "31", vmcore, filepath.Join(dir, "mdf")).CombinedOutput()
+			pp, _ := exec.Command(bin, "-f", "--vtop", a, "-d", "31", vmcore, filepath.Join(dir, "pp")).CombinedOutput()
+			want, got := vtopBlock(string(mdf)), vtopBlock(string(pp))
+			if want == "" || got != want {
+				t.Errorf("--vtop %s:\n got %q\nwant %q", a, got, want)
+			}
+			if strings.Contains(want, "ffffffffffffffff") {
+				for _, line := range strings.Split(string(mdf), "\n") {
+					if strings.Contains(line, "Can't get a valid") && !strings.Contains(string(pp), line) {
+						t.Errorf("pagepipe does not say %q:\n%s", line, pp)
+					}
+				}
+			}
+		})
+	}
+}
