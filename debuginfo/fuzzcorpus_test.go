@@ -31,4 +31,18 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		seeds = append(seeds, fuzzcorpus.Seed{Name: "types-cut" + strconv.Itoa(cut), Args: []any{info[:cut], "outer", "list", "head_var"}})
 	}
 	fuzzcorpus.Check(t, "FuzzDWARFLookup", seeds)
+
+	raw, err := os.ReadFile("testdata/types.btf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	btf := []fuzzcorpus.Seed{
+		{Name: "types", Args: []any{raw, "outer", "next", "pcpu_outer"}},
+		{Name: "typedef", Args: []any{raw, "outer_t", "color", "x"}},
+		{Name: "empty", Args: []any{[]byte{}, "", "", ""}},
+	}
+	for _, cut := range []int{24, len(raw) / 2, len(raw) - 3} {
+		btf = append(btf, fuzzcorpus.Seed{Name: "types-cut" + strconv.Itoa(cut), Args: []any{raw[:cut], "outer", "list", "x"}})
+	}
+	fuzzcorpus.Check(t, "FuzzBTFLookup", btf)
 }

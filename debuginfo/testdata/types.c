@@ -59,3 +59,6 @@ struct node {
 };
 
 struct node node_head;
+
+/* A per-cpu variable: the kind whose type every kernel's BTF holds. */
+struct outer pcpu_outer __attribute__((section(".data..percpu")));
