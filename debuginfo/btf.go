@@ -359,7 +359,8 @@ func (b *BTF) Member(structName, member string) (Member, error) {
 	if err != nil {
 		return Member{}, err
 	}
-	m, found, err := b.searchMember(s, member, 0)
+	budget := maxMemberVisits
+	m, found, err := b.searchMember(s, member, 0, &budget)
 	if err != nil {
 		return Member{}, err
 	}
@@ -369,11 +370,14 @@ func (b *BTF) Member(structName, member string) (Member, error) {
 	return m, nil
 }
 
-func (b *BTF) searchMember(s *btfType, member string, depth int) (Member, bool, error) {
+func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int) (Member, bool, error) {
 	if depth > maxDepth {
 		return Member{}, false, nil
 	}
 	for _, m := range s.members {
+		if *budget--; *budget < 0 {
+			return Member{}, false, errMemberSearch
+		}
 		bits, bitfield := m.offset, uint32(0)
 		if s.kflag {
 			bits, bitfield = m.offset&0xffffff, m.offset>>24
@@ -381,7 +385,7 @@ func (b *BTF) searchMember(s *btfType, member string, depth int) (Member, bool, 
 		if m.name != member {
 			t := b.typ(m.typ)
 			if t != nil && (t.kind == btfStruct || t.kind == btfUnion) {
-				in, found, err := b.searchMember(t, member, depth+1)
+				in, found, err := b.searchMember(t, member, depth+1, budget)
 				if err != nil {
 					return Member{}, false, err
 				}

@@ -545,10 +545,17 @@ const maxDepth = 32
 // name is taken when accept takes it. The offset returned adds the
 // containing members' offsets.
 func (d *DWARF) searchMember(s *dwarf.Entry, member string, accept func(e *dwarf.Entry, union bool) (bool, error)) (int64, bool, error) {
-	return d.searchMemberDepth(s, member, accept, 0)
+	budget := maxMemberVisits
+	return d.searchMemberDepth(s, member, accept, 0, &budget)
 }
 
-func (d *DWARF) searchMemberDepth(s *dwarf.Entry, member string, accept func(*dwarf.Entry, bool) (bool, error), depth int) (int64, bool, error) {
+// maxMemberVisits bounds the members one search looks at: corrupt type
+// information can embed a structure in itself.
+const maxMemberVisits = 1 << 16
+
+var errMemberSearch = errors.New("the member search went through more than 65536 members: the type information loops")
+
+func (d *DWARF) searchMemberDepth(s *dwarf.Entry, member string, accept func(*dwarf.Entry, bool) (bool, error), depth int, budget *int) (int64, bool, error) {
 	if depth > maxDepth {
 		return 0, false, nil
 	}
@@ -558,6 +565,9 @@ func (d *DWARF) searchMemberDepth(s *dwarf.Entry, member string, accept func(*dw
 	}
 	union := s.Tag == dwarf.TagUnionType
 	for _, k := range kids {
+		if *budget--; *budget < 0 {
+			return 0, false, errMemberSearch
+		}
 		if k.Tag != dwarf.TagMember {
 			continue
 		}
@@ -568,7 +578,7 @@ func (d *DWARF) searchMemberDepth(s *dwarf.Entry, member string, accept func(*dw
 				return 0, false, err
 			}
 			if t != nil && (t.Tag == dwarf.TagStructType || t.Tag == dwarf.TagUnionType) {
-				off, found, err := d.searchMemberDepth(t, member, accept, depth+1)
+				off, found, err := d.searchMemberDepth(t, member, accept, depth+1, budget)
 				if err != nil {
 					return 0, false, err
 				}

@@ -34,8 +34,8 @@ func vtopBlock(out string) string {
 func TestVtopMatchesMakedumpfile(t *testing.T) {
 	vmcore := realVmcore(t).Vmcore
 	vmlinux := fixture.DebugVmlinux(t)
-	out := judge.Crash(t, vmlinux, vmcore, "p/x _stext", "p/x &init_uts_ns", "p/x mem_section", "p/x vmemmap_base", "task -R stack 1", "sym rd_size")
-	hex := regexp.MustCompile(`(?:= |stack = )(0x[0-9a-f]+)|^([0-9a-f]{16}) \([a-zA-Z]\) rd_size`)
+	out := judge.Crash(t, vmlinux, vmcore, "p/x _stext", "p/x &init_uts_ns", "p/x mem_section", "p/x vmemmap_base", "p/x ((struct vmap_area *)((char *)vmap_area_list.next - 40))->va_start", "sym rd_size")
+	hex := regexp.MustCompile(`= (0x[0-9a-f]+)|^([0-9a-f]{16}) \([^)]*\) rd_size`)
 	var addrs []string
 	for _, line := range strings.Split(out, "\n") {
 		if m := hex.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
