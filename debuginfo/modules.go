@@ -21,6 +21,7 @@ type VirtReader interface {
 // which makedumpfile finds as module.symtab).
 type Module struct {
 	Name    string
+	Addr    uint64 // its struct module
 	symbols map[string]uint64
 }
 
@@ -92,7 +93,7 @@ func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 		if err := mem.ReadVirt(mod+nameOff, name[:]); err != nil {
 			return nil, fmt.Errorf("module at %#x: %w", mod, err)
 		}
-		m := &Module{Name: cstring(name[:]), symbols: map[string]uint64{}}
+		m := &Module{Name: cstring(name[:]), Addr: mod, symbols: map[string]uint64{}}
 		symtab, err := ptr(mod + symtabOff)
 		if err != nil {
 			return nil, fmt.Errorf("module %s: %w", m.Name, err)

@@ -40,19 +40,34 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 	if vi == nil {
 		return nil, fmt.Errorf("--config %s: the dump has no VMCOREINFO (give -i)", o.FilterConfig)
 	}
-	if d == nil {
-		return nil, unsupported("--config %s: erasing needs the kernel's types: give -x VMLINUX (its debuginfo)", o.FilterConfig)
-	}
 	tr, err := v.Arch().NewTranslator(v, vi)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	off, _ := vi.KernelOffset()
-	syms := debuginfo.KernelSymbols{DWARF: d, Offset: off, Relocates: relocates(v.Arch(), vi, d)}
-	secs := &sections{
-		vmlinux: &erase.Section{Types: d, Symbols: syms},
-		d:       d, syms: syms, mem: tr,
-		release: vi.OSRelease(), dir: o.ModuleDebuginfo,
+	var secs *sections
+	if d != nil {
+		off, _ := vi.KernelOffset()
+		syms := debuginfo.KernelSymbols{DWARF: d, Offset: off, Relocates: relocates(v.Arch(), vi, d)}
+		secs = &sections{
+			vmlinux: &erase.Section{Types: d, Symbols: syms},
+			types:   d, syms: syms, mem: tr,
+			release: vi.OSRelease(), dir: o.ModuleDebuginfo,
+		}
+	} else {
+		// No debuginfo: the kernel's own BTF and kallsyms.
+		syms, err := debuginfo.ReadKallsyms(vi.Symbol, tr)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
+		}
+		btf, err := vmlinuxBTF(syms, tr)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
+		}
+		ev.Notef(Debug, "--config: the kernel's BTF, %d symbols from kallsyms\n", len(syms))
+		secs = &sections{
+			vmlinux: &erase.Section{Types: btf, Symbols: syms},
+			types:   btf, btf: btf, syms: syms, mem: tr,
+		}
 	}
 	filter, err := erase.Resolve(cfg, secs, tr, func(s string) { ev.Notef(Common, "--config %s: %s\n", o.FilterConfig, s) })
 	if err != nil {
@@ -89,7 +104,8 @@ func relocates(a kernel.Arch, vi *kernel.VMCOREINFO, d *debuginfo.DWARF) func(ui
 // the dump.
 type sections struct {
 	vmlinux *erase.Section
-	d       *debuginfo.DWARF
+	types   debuginfo.Types // vmlinux's
+	btf     *debuginfo.BTF  // without -x: module sections' base
 	syms    debuginfo.Symbols
 	mem     debuginfo.VirtReader
 	release string
@@ -106,7 +122,7 @@ func (s *sections) Section(name string) (*erase.Section, error) {
 		if err != nil {
 			return nil, err
 		}
-		mods, err := debuginfo.Modules(s.d, s.mem, at)
+		mods, err := debuginfo.Modules(s.types, s.mem, at)
 		if err != nil {
 			return nil, err
 		}
@@ -118,6 +134,13 @@ func (s *sections) Section(name string) (*erase.Section, error) {
 	m := s.modules[name]
 	if m == nil {
 		return nil, erase.ErrNotLoaded
+	}
+	if s.btf != nil {
+		b, err := moduleBTF(s.btf, s.mem, m)
+		if err != nil {
+			return nil, err
+		}
+		return &erase.Section{Types: b, Symbols: m}, nil
 	}
 	path, err := debuginfo.FindModuleDebuginfo(name, s.release, s.dir)
 	if err != nil {
@@ -334,4 +357,48 @@ func printVtop(ev Events, v source.Memory, vi *kernel.VMCOREINFO, vaddr uint64) 
 	ev.Notef(Common, "VIRTUAL           PHYSICAL\n")
 	ev.Notef(Common, "%16x  %x\n", vaddr, paddr)
 	ev.Notef(Common, "\n")
+}
+
+// maxBTFBytes bounds the BTF read from a dump (a 6.12 vmlinux's is 6 MiB).
+const maxBTFBytes = 64 << 20
+
+// vmlinuxBTF reads the kernel's BTF from its image, between __start_BTF
+// and __stop_BTF (CONFIG_DEBUG_INFO_BTF).
+func vmlinuxBTF(syms debuginfo.Kallsyms, mem debuginfo.VirtReader) (*debuginfo.BTF, error) {
+	start, err1 := syms.Symbol("__start_BTF")
+	stop, err2 := syms.Symbol("__stop_BTF")
+	if err1 != nil || err2 != nil || stop <= start || stop-start > maxBTFBytes {
+		return nil, errors.New("the kernel has no BTF (__start_BTF, __stop_BTF: CONFIG_DEBUG_INFO_BTF): give -x VMLINUX")
+	}
+	b := make([]byte, stop-start)
+	if err := mem.ReadVirt(start, b); err != nil {
+		return nil, fmt.Errorf("the kernel's BTF: %w", err)
+	}
+	return debuginfo.ParseBTF(b, nil)
+}
+
+// moduleBTF reads a module's split BTF (struct module's btf_data).
+func moduleBTF(base *debuginfo.BTF, mem debuginfo.VirtReader, m *debuginfo.Module) (*debuginfo.BTF, error) {
+	data, err1 := base.Member("module", "btf_data")
+	size, err2 := base.Member("module", "btf_data_size")
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("module %s: the kernel keeps no module BTF (CONFIG_DEBUG_INFO_BTF_MODULES): give -x VMLINUX and the module's debuginfo", m.Name)
+	}
+	var p [8]byte
+	if err := mem.ReadVirt(m.Addr+uint64(data.Offset), p[:]); err != nil {
+		return nil, fmt.Errorf("module %s: btf_data: %w", m.Name, err)
+	}
+	var n [4]byte
+	if err := mem.ReadVirt(m.Addr+uint64(size.Offset), n[:]); err != nil {
+		return nil, fmt.Errorf("module %s: btf_data_size: %w", m.Name, err)
+	}
+	at, sz := binary.LittleEndian.Uint64(p[:]), binary.LittleEndian.Uint32(n[:])
+	if at == 0 || sz == 0 || sz > maxBTFBytes {
+		return nil, fmt.Errorf("module %s has no BTF in the dump", m.Name)
+	}
+	b := make([]byte, sz)
+	if err := mem.ReadVirt(at, b); err != nil {
+		return nil, fmt.Errorf("module %s's BTF: %w", m.Name, err)
+	}
+	return debuginfo.ParseBTF(b, base)
 }

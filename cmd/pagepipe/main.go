@@ -102,9 +102,6 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.genVMCOREINFO != "" {
 		return generateVMCOREINFO(c, o)
 	}
-	if o.filterConfig != "" && o.vmlinux == "" {
-		return usageError(c, fmt.Errorf("%w: --config needs -x VMLINUX", errUsage))
-	}
 	want, what := 2, "VMCORE and DUMPFILE"
 	switch {
 	case o.flatten && o.dumpDmesg:
