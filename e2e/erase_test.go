@@ -323,3 +323,56 @@ func TestEraseRefusesUnresolvable(t *testing.T) {
 		t.Errorf("a refused dump left %s", out)
 	}
 }
+
+// withoutVMCOREINFO copies vmcore with its VMCOREINFO note renamed, so
+// that neither makedumpfile nor pagepipe finds it.
+func withoutVMCOREINFO(t *testing.T, vmcore string) string {
+	t.Helper()
+	b := readFile(t, vmcore)
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		notes := b[p.Off : p.Off+p.Filesz]
+		i := bytes.Index(notes, []byte("VMCOREINFO\x00"))
+		if i < 0 {
+			t.Fatal("no VMCOREINFO note")
+		}
+		copy(notes[i:], "VMCOREINFX")
+	}
+	out := filepath.Join(t.TempDir(), "vmcore")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// -g writes makedumpfile's VMCOREINFO file, and a vmcore whose note was
+// removed dumps with -i of that file (or with -x alone) as makedumpfile
+// dumps it: byte-identical at -d 31. (Without its note the vmcore cannot
+// say KERNELOFFSET: the nokaslr fixture, as makedumpfile needs too.)
+func TestVMCOREINFOFileForANotelessVmcore(t *testing.T) {
+	vmlinux := fixture.DebugVmlinux(t)
+	noteless := withoutVMCOREINFO(t, fixture.Real(t, fixture.Options{Cmdline: "nokaslr"}).Vmcore)
+	dir := t.TempDir()
+	ours, theirs := filepath.Join(dir, "pp.vmcoreinfo"), filepath.Join(dir, "mdf.vmcoreinfo")
+	pagepipeRun(t, "-g", ours, "-x", vmlinux)
+	if out, err := exec.Command("makedumpfile", "-g", theirs, "-x", vmlinux).CombinedOutput(); err != nil {
+		t.Fatalf("makedumpfile -g: %v\n%s", err, out)
+	}
+	equalFiles(t, ours, theirs)
+	for _, args := range [][]string{{"-i", ours}, {"-x", vmlinux}} {
+		t.Run(args[0], func(t *testing.T) {
+			mdf, pp := filepath.Join(dir, "mdf"+args[0]), filepath.Join(dir, "pp"+args[0])
+			if out, err := exec.Command("makedumpfile", append(args, "-d", "31", noteless, mdf)...).CombinedOutput(); err != nil {
+				t.Fatalf("makedumpfile: %v\n%s", err, out)
+			}
+			pagepipeRun(t, append(args, "-d", "31", noteless, pp)...)
+			equalFiles(t, pp, mdf)
+		})
+	}
+}
