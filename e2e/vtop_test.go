@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -72,6 +73,40 @@ func TestVtopMatchesMakedumpfile(t *testing.T) {
 				if strings.Contains(line, "Can't get a valid") && !strings.Contains(ppErr, line) {
 					t.Errorf("pagepipe does not say %q:\n%s", line, ppErr)
 				}
+			}
+		})
+	}
+}
+
+// On arm64 too, --vtop prints makedumpfile's translation (1.7.2 prints no
+// table entries there): kernel text and data, the linear map, the vmemmap
+// and an address that is not mapped.
+func TestARM64VtopMatchesMakedumpfile(t *testing.T) {
+	vmcore, mdf := armVmcore(t), fixture.Peer(t, "makedumpfile-arm64")
+	vi := vmcoreinfoOf(t, vmcore)
+	var addrs []string
+	for _, s := range []string{"_stext", "init_uts_ns", "mem_section", "swapper_pg_dir"} {
+		v, ok := vi.Symbol(s)
+		if !ok {
+			t.Fatalf("VMCOREINFO has no SYMBOL(%s)", s)
+		}
+		addrs = append(addrs, fmt.Sprintf("%#x", v))
+	}
+	// The vmemmap of 48-bit VAs with 4 KiB pages, and a hole below it.
+	addrs = append(addrs, "0xfffffc0000001000", "0xfffffb0000000000")
+	dir := t.TempDir()
+	for _, a := range addrs {
+		t.Run(a, func(t *testing.T) {
+			run := func(prog, out string) string {
+				var stdout strings.Builder
+				cmd := exec.Command(prog, "-f", "--vtop", a, "-d", "31", vmcore, filepath.Join(dir, out))
+				cmd.Stdout = &stdout
+				cmd.Run()
+				return stdout.String()
+			}
+			want, got := vtopBlock(run(mdf, "mdf")), vtopBlock(run(bin, "pp"))
+			if want == "" || got != want {
+				t.Errorf("--vtop %s:\n got %q\nwant %q", a, got, want)
 			}
 		})
 	}
