@@ -42,6 +42,16 @@ type DWARF struct {
 
 	symbols  map[string]uint64 // the first symbol of each name
 	symValue []uint64          // every symbol's value, for NextSymbol
+
+	// members remembers Member's answers: a loop asks the same ones for
+	// every element, and each is a depth-first search through DIEs.
+	membersMu sync.Mutex
+	members   map[[2]string]memberAnswer
+}
+
+type memberAnswer struct {
+	m   Member
+	err error
 }
 
 // candidate is a DIE that may be the structure of a name: a structure or
@@ -466,6 +476,24 @@ func (d *DWARF) PointerSize() int { return d.ptrSize }
 // searches them, which differ only for members without a byte offset
 // (bitfields): the offset search passes over those.
 func (d *DWARF) Member(structName, member string) (Member, error) {
+	key := [2]string{structName, member}
+	d.membersMu.Lock()
+	a, ok := d.members[key]
+	d.membersMu.Unlock()
+	if ok {
+		return a.m, a.err
+	}
+	m, err := d.member(structName, member)
+	d.membersMu.Lock()
+	if d.members == nil {
+		d.members = map[[2]string]memberAnswer{}
+	}
+	d.members[key] = memberAnswer{m, err}
+	d.membersMu.Unlock()
+	return m, err
+}
+
+func (d *DWARF) member(structName, member string) (Member, error) {
 	s, err := d.structDIE(structName)
 	if err != nil {
 		return Member{}, err
