@@ -217,7 +217,7 @@ func TestEraseShapes(t *testing.T) {
 	pagepipeRun(t, append(append([]string{"-d", "31", "-l"}, ours...), vmcore, file)...)
 	t.Run("flattened", func(t *testing.T) {
 		rebuilt := filepath.Join(dir, "rebuilt")
-		cmd := exec.Command("sh", "-c", `"$1" -F --priority=off "$@" | "$1" -R "$REBUILT"`, "sh", bin)
+		cmd := exec.Command("sh", "-c", `p=$1; shift; "$p" -F --priority=off "$@" | "$p" -R "$REBUILT"`, "sh", bin)
 		cmd.Args = append(cmd.Args, append(append([]string{"-d", "31", "-l"}, ours...), vmcore)...)
 		cmd.Env = append(os.Environ(), "REBUILT="+rebuilt)
 		if out, err := cmd.CombinedOutput(); err != nil {
