@@ -266,6 +266,10 @@ func (b *BTF) chain(id uint32) (Type, error) {
 			t.Flags |= Ptr
 		case btfStruct:
 			t.Flags |= Struct
+		case btfFwd:
+			if !nxt.kflag { // a structure's declaration, not a union's
+				t.Flags |= Struct
+			}
 		case btfInt, btfFloat, btfEnum, btfEnum64:
 			t.Flags |= Base
 		}
