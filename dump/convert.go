@@ -18,8 +18,18 @@ import (
 // went to filled up) is rebuilt as far as it goes into a dump marked
 // incomplete, which is kept (sink.FinishCut), and an IncompleteError says
 // how many pages were lost; one cut before its headers and bitmaps landed,
-// or an ELF stream cut short, leaves no file.
-func Rearrange(stream io.Reader, path string, force bool) error {
+// or an ELF stream cut short, leaves no file. With dryRun the stream is
+// read and checked and no file is written.
+func Rearrange(stream io.Reader, path string, force, dryRun bool) error {
+	if dryRun {
+		if err := checkOutput(path, force); err != nil {
+			return err
+		}
+		if _, err := source.Rearrange(stream, devNull{}); err != nil {
+			return fmt.Errorf("rearrange stdin (--dry-run, no file written): %w", err)
+		}
+		return nil
+	}
 	f, err := createOutput(path, force)
 	if err != nil {
 		return err

@@ -68,6 +68,9 @@ func Dmesg(o DmesgOptions, ev Events) error {
 	if err := v.Arch().Check(vi); err != nil {
 		return source.Unsupported(err)
 	}
+	if err := checkRelease(v, vi, o.VMCOREINFOFile); err != nil {
+		return err
+	}
 	warnKernelVersion(ev, o.Program, vi.OSRelease())
 	noteLayout(ev, v, vi)
 	tr, err := v.Arch().NewTranslator(v, vi)

@@ -15,20 +15,31 @@ import (
 	"pagepipe/source"
 )
 
-// Inspect prints a kdump file's headers and page counts to w (pagepipe
-// inspect).
+// Inspect prints a dump's headers and page counts to w (pagepipe
+// inspect): a kdump-compressed file (whole or split), a flattened stream
+// of one, or an ELF file (an -E dump or a vmcore).
 func Inspect(w io.Writer, path string) error {
-	d, err := source.OpenDump(path)
+	f, err := openDumpFile(path)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	if f.elf {
+		return inspectELF(w, path, f)
+	}
+	d, err := source.OpenDump(f.path)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return inspect(d, w)
+	d.Path = path
+	return inspect(d, w, f.format)
 }
 
-func inspect(d *source.Dump, w io.Writer) error {
+func inspect(d *source.Dump, w io.Writer, format string) error {
 	h, s := d.Header, d.Sub
 	fmt.Fprintf(w, "file            : %s\n", d.Path)
+	fmt.Fprintf(w, "format          : %s\n", format)
 	fmt.Fprintf(w, "signature       : %q (header_version %d)\n", h.Signature[:], h.HeaderVersion)
 	fmt.Fprintf(w, "release         : %s\n", h.Utsfield(2))
 	fmt.Fprintf(w, "machine         : %s\n", h.Utsfield(4))
@@ -213,6 +224,36 @@ func isSharedZeroPage(d *source.Dump, pfn uint64) (bool, error) {
 		return false, fmt.Errorf("read pfn %d: %w", pfn, err)
 	}
 	return filter.IsZero(page), nil
+}
+
+// inspectELF prints an ELF dump's (or vmcore's) headers: the machine,
+// page size, CPUs, VMCOREINFO, and its PT_LOADs' memory and file bytes.
+func inspectELF(w io.Writer, path string, f *dumpFile) error {
+	v, err := source.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	var mem, file uint64
+	for _, l := range v.Loads {
+		mem += l.MemSize
+		file += l.FileSize
+	}
+	fmt.Fprintf(w, "file            : %s\n", path)
+	fmt.Fprintf(w, "format          : %s\n", f.format)
+	fmt.Fprintf(w, "machine         : %s\n", v.Arch().Name())
+	if vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo()); err == nil {
+		fmt.Fprintf(w, "release         : %s\n", vi.OSRelease())
+	}
+	fmt.Fprintf(w, "page size       : %d\n", v.PageSize())
+	fmt.Fprintf(w, "max_mapnr       : %d\n", v.MaxMapnr)
+	fmt.Fprintf(w, "cpus            : %d\n", v.NrCPUs)
+	fmt.Fprintf(w, "notes           : %d bytes at %d\n", len(v.Info.Notes), v.NoteOffset)
+	fmt.Fprintf(w, "vmcoreinfo      : %d bytes\n", v.VmcoreinfoSize)
+	fmt.Fprintf(w, "PT_LOADs        : %d\n", len(v.Loads))
+	fmt.Fprintf(w, "memory          : %d bytes\n", mem)
+	fmt.Fprintf(w, "in the file     : %d bytes (%d pages)\n", file, file/v.PageSize())
+	return nil
 }
 
 func statusNames(st uint32) string {

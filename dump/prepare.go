@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -103,6 +104,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		return nil, source.Unsupported(fmt.Errorf("VMCOREINFO says %d-byte pages, the input's are %d bytes (%s)", vi.PageSize(), v.PageSize(), pageSizeFrom(v)))
 	}
 	if vi != nil && dump == nil {
+		if err := checkRelease(in.vmcore, vi, o.VMCOREINFOFile); err != nil {
+			return nil, err
+		}
 		warnKernelVersion(ev, o.Program, vi.OSRelease())
 	}
 	var kern *filter.Kernel
@@ -400,6 +404,31 @@ func memSectionArray(vi *kernel.VMCOREINFO, v source.Memory) (*kernel.VMCOREINFO
 		fmt.Fprintf(&out, "%s=%s\n", k, val)
 	}
 	return kernel.ParseVMCOREINFO([]byte(out.String()))
+}
+
+// checkRelease refuses, as makedumpfile's check_release does (exit 2), a
+// -i file for another kernel than the one whose memory the vmcore holds,
+// when the vmcore has no VMCOREINFO note of its own to compare it with
+// (loadVMCOREINFO compares the two): the release is read from the
+// kernel's utsname through the file's symbols. When the memory cannot
+// give utsname (no page tables), there is nothing to compare.
+func checkRelease(v *source.Vmcore, vi *kernel.VMCOREINFO, file string) error {
+	if _, _, _, size := v.Notes(); file == "" || size != 0 {
+		return nil
+	}
+	var uts [kdumpfmt.UtsnameSize]byte
+	if readUtsname(v, vi, &uts) != nil {
+		return nil
+	}
+	release := uts[2*kdumpfmt.UtsnameFieldSize : 3*kdumpfmt.UtsnameFieldSize]
+	if n := bytes.IndexByte(release, 0); n >= 0 {
+		release = release[:n]
+	}
+	if string(release) != vi.OSRelease() {
+		return fmt.Errorf("check_release: %s and %s don't match: %w (%s is for %s, the crashed kernel is %s)",
+			file, v.Path, ErrWrongRelease, file, vi.OSRelease(), release)
+	}
+	return nil
 }
 
 // noteVMCOREINFO gives the VMCOREINFO lines as debug messages, as

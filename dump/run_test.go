@@ -130,7 +130,7 @@ func TestRunFlattened(t *testing.T) {
 	var stream bytes.Buffer
 	o.Out = Output{Stream: &stream}
 	run(t, o)
-	if err := Rearrange(&stream, rebuilt, false); err != nil {
+	if err := Rearrange(&stream, rebuilt, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := readFile(t, plain), readFile(t, rebuilt); !bytes.Equal(a, b) {

@@ -11,7 +11,9 @@ import (
 
 // Verify reads every page of a dump back and compares it with the vmcore
 // it was made from, and says so on w: a check users can run after a
-// capture (pagepipe verify), and the last step of `make demo`.
+// capture (pagepipe verify), and the last step of `make demo`. The dump is
+// any format pagepipe writes: kdump-compressed (a split file's own pages),
+// flattened, or ELF (every byte its PT_LOADs hold).
 func Verify(w io.Writer, vmcorePath, dumpPath string) error {
 	if err := verify(vmcorePath, dumpPath, w); err != nil {
 		return fmt.Errorf("verify: %w", err)
@@ -25,7 +27,15 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 		return err
 	}
 	defer v.Close()
-	d, err := source.OpenDump(dumpPath)
+	f, err := openDumpFile(dumpPath)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	if f.elf {
+		return verifyELF(v, f.path, dumpPath, w)
+	}
+	d, err := source.OpenDump(f.path)
 	if err != nil {
 		return err
 	}
@@ -84,4 +94,50 @@ func onlyErased(got, want []byte) bool {
 		}
 	}
 	return true
+}
+
+// verifyELF compares every byte an ELF dump's PT_LOADs hold with the
+// vmcore's memory at the same physical addresses.
+func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
+	d, err := source.Open(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if d.PageSize() != v.PageSize() {
+		return fmt.Errorf("the dump's pages are %d bytes, the vmcore's %d", d.PageSize(), v.PageSize())
+	}
+	got, want := make([]byte, 1<<20), make([]byte, 1<<20)
+	var bytesSeen uint64
+	for _, l := range d.Loads {
+		for off := uint64(0); off < l.FileSize; {
+			n := min(uint64(len(got)), l.FileSize-off)
+			if err := d.ReadPhys(l.Paddr+off, got[:n]); err != nil {
+				return err
+			}
+			if err := v.ReadPhys(l.Paddr+off, want[:n]); err != nil {
+				return err
+			}
+			if i := firstDiff(got[:n], want[:n]); i >= 0 {
+				return fmt.Errorf("physical address %#x differs from the vmcore", l.Paddr+off+uint64(i))
+			}
+			off += n
+		}
+		bytesSeen += l.FileSize
+	}
+	fmt.Fprintf(w, "verified: %d pages of %s equal %s\n", (bytesSeen+v.PageSize()-1)/v.PageSize(), name, v.Path)
+	return nil
+}
+
+// firstDiff is the index of the first byte where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
 }

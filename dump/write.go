@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"pagepipe/erase"
 	"pagepipe/pipeline"
 	"pagepipe/priority"
@@ -247,6 +249,11 @@ func (j *job) createTargets() (*targets, error) {
 		if o.Shape == Split {
 			t.names = o.Paths
 		}
+		for _, name := range o.Paths {
+			if err := checkOutput(name, o.Force); err != nil {
+				return nil, err
+			}
+		}
 		for range t.names {
 			t.outs = append(t.outs, devNull{})
 		}
@@ -349,6 +356,22 @@ func (t *targets) named(err error) error {
 type devNull struct{}
 
 func (devNull) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+
+// checkOutput refuses, as createOutput would, an output that exists
+// (unless force, -f) or that cannot be written: what --dry-run checks, as
+// makedumpfile's check_dump_file does, without creating the file.
+func checkOutput(path string, force bool) error {
+	if _, err := os.Lstat(path); err != nil {
+		return nil // it is created
+	}
+	if !force {
+		return fmt.Errorf("can't open the dump file(%s): file exists (use -f to overwrite)", path)
+	}
+	if err := unix.Access(path, unix.W_OK); err != nil {
+		return fmt.Errorf("can't open the dump file: %s: %w", path, err)
+	}
+	return nil
+}
 
 // createOutput creates an output file, refusing to clobber an existing one
 // unless force (-f).

@@ -2,7 +2,10 @@
 # deb.sh: build pagepipe's two Debian packages into OUT (default bin/deb):
 #
 #   pagepipe_VERSION_ARCH.deb                 /usr/bin/pagepipe, its manual
-#                                             page, copyright, changelog; for
+#                                             page, /etc/pagepipe/pagepipe.conf
+#                                             (where makedumpfile is, for
+#                                             the fallback), copyright,
+#                                             changelog; for
 #                                             each ARCH asked (default amd64
 #                                             and arm64), cross-built by Go
 #   pagepipe-as-makedumpfile_VERSION_all.deb  diverts Debian's makedumpfile
@@ -73,8 +76,14 @@ finish() {
 		awk '$1 == "f" { n += int(($2 + 1023) / 1024); next } { n++ } END { print n + 0 }')
 	install -d "$root/DEBIAN"
 	fill "$debian/$pkg.control" >"$root/DEBIAN/control"
+	# md5sums lists every file but the conffiles (in etc), as
+	# dh_md5sums does: dpkg keeps the conffiles' sums itself.
 	(cd "$root" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
 	chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+	if [ -d "$root/etc" ]; then
+		(cd "$root" && find etc -type f -printf '/%p\n' | LC_ALL=C sort) >"$root/DEBIAN/conffiles"
+		chmod 0644 "$root/DEBIAN/conffiles"
+	fi
 	for s in preinst postinst prerm postrm; do
 		[ -f "$debian/$pkg.$s" ] || continue
 		install -m 0755 "$debian/$pkg.$s" "$root/DEBIAN/$s"
@@ -93,6 +102,8 @@ for arch in "${arches[@]}"; do
 	chmod 0755 "$root/usr/bin/pagepipe"
 	gzip -9n <"$repo_root/docs/pagepipe.8" >"$root/usr/share/man/man8/pagepipe.8.gz"
 	chmod 0644 "$root/usr/share/man/man8/pagepipe.8.gz"
+	# Where pagepipe finds makedumpfile to hand over to (a conffile).
+	install -D -m 0644 "$repo_root/packaging/pagepipe.conf" "$root/etc/pagepipe/pagepipe.conf"
 	docs "$root" pagepipe
 	finish "$root" pagepipe
 done

@@ -32,6 +32,7 @@ import (
 
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
+	"pagepipe/internal/synth"
 )
 
 // debianRoot runs fixtures/make-debian-root.sh (minutes when the system is
@@ -297,6 +298,10 @@ func debFile(t *testing.T, deb, path string) []byte {
 //     /proc/vmcore, saves a dump that is pagepipe's (rebuilt with -R, equal
 //     to pagepipe -c -d 31's), that libkdumpfile reads page for page and
 //     pagepipe verify accepts, and the kernel log;
+//   - command lines pagepipe cannot do (-X, --eppic, an s390x vmcore)
+//     run Debian's makedumpfile through the fallback (handedOver), and
+//     with no makedumpfile of Debian's they are refused in one line
+//     (noFallback);
 //   - removing pagepipe-as-makedumpfile gives Debian's makedumpfile and
 //     manual page back byte for byte;
 //   - an installation that fails in unpacking (a file conflict) takes the
@@ -353,6 +358,11 @@ func TestDebianSystem(t *testing.T) {
 
 	t.Run("kdump initrd", func(t *testing.T) { kdumpInitrd(t, s, info["kernel"], f.pagepipeBin) })
 	t.Run("savecore", func(t *testing.T) { savecore(t, s, vmcore, filepath.Join(extract(t, ours), "usr/bin/pagepipe")) })
+	foreign := filepath.Join(s.share, "s390x.vmcore")
+	if err := synth.WriteFile(foreign, synth.ForeignMachine(synth.S390X, 8)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("fallback", func(t *testing.T) { handedOver(t, s, vmcore) })
 
 	s.must(t, "apt-get remove pagepipe-as-makedumpfile", "apt-get remove -y -q pagepipe-as-makedumpfile")
 	f.check(t, "after removing pagepipe-as-makedumpfile", s.names(t), want{debian: true})
@@ -373,6 +383,7 @@ func TestDebianSystem(t *testing.T) {
 	f.check(t, "with no makedumpfile", s.names(t), want{})
 	s.must(t, "dpkg -i pagepipe-as-makedumpfile", "dpkg -i "+asMdfIn)
 	f.check(t, "pagepipe-as-makedumpfile with no makedumpfile", s.names(t), want{diverted: true})
+	t.Run("no fallback", func(t *testing.T) { noFallback(t, s, vmcore) })
 	s.must(t, "apt-get install makedumpfile after pagepipe-as-makedumpfile", "apt-get install -y -q --no-download makedumpfile")
 	f.check(t, "makedumpfile installed after pagepipe-as-makedumpfile", s.names(t), want{diverted: true, debian: true})
 	s.must(t, "dpkg -r pagepipe-as-makedumpfile", "dpkg -r pagepipe-as-makedumpfile")
@@ -455,11 +466,12 @@ func readInTree(tree, p string) ([]byte, error) {
 }
 
 // savecore runs kdump-config savecore, as kdump-tools installs it and with
-// its settings, the vmcore at /proc/vmcore, and judges what it saved.
+// its settings, the vmcore at /proc/vmcore, and judges what it saved:
+// pagepipe ran its line (nothing was handed over to makedumpfile).
 func savecore(t *testing.T, s *system, vmcore, pagepipe string) {
 	r := s.sh(t, "kdump-config savecore", vmcore)
 	if r.rc != 0 || !strings.Contains(r.stdout, "saved vmcore in") || !strings.Contains(r.stdout, "saved dmesg content in") ||
-		strings.Contains(r.stdout+r.stderr, "falling back") {
+		strings.Contains(r.stdout+r.stderr, "falling back") || strings.Contains(r.stdout+r.stderr, "handing over") {
 		t.Fatalf("kdump-config savecore: %s", r)
 	}
 	find := func(pattern string) string {
@@ -501,6 +513,64 @@ func savecore(t *testing.T, s *system, vmcore, pagepipe string) {
 	}
 	if out, err := exec.Command(pagepipe, "verify", vmcore, rebuilt).CombinedOutput(); err != nil {
 		t.Errorf("pagepipe verify: %v\n%s", err, out)
+	}
+}
+
+// debianVersionLine is what Debian 12's makedumpfile prints first at
+// message level 8 (-D); pagepipe's says "(pagepipe)".
+const debianVersionLine = "makedumpfile: version 1.7.2 (released on 20 Oct 2022)\n"
+
+// handedOver runs, with both packages installed and Debian's makedumpfile
+// diverted, command lines pagepipe cannot do, as a kdump script would run
+// them (makedumpfile by name, kdump-config's PATH): -X and --eppic on the
+// vmcore, and a vmcore of s390x (/pagepipe/s390x.vmcore). Each is handed
+// over to Debian's makedumpfile, found beside the link: pagepipe's one
+// line first on stderr, then Debian's program runs (its version line, at
+// -D, on stdout) and its exit status is the line's, as Debian's program
+// run directly gives it. kdump-config's own line ran pagepipe (savecore).
+func handedOver(t *testing.T, s *system, vmcore string) {
+	for _, tc := range []struct {
+		name, args, reason string
+	}{
+		{"-X", "-X -D -d 31 /proc/vmcore /var/crash/xen", "-X (exclude Xen domain-U pages) is not built into pagepipe"},
+		{"--eppic", "--eppic /pagepipe/macro.c -D -d 31 /proc/vmcore /var/crash/eppic", "--eppic (erase kernel data with eppic macros) is not built into pagepipe"},
+		{"s390x", "-D -c -d 31 /pagepipe/s390x.vmcore /var/crash/s390x", "/pagepipe/s390x.vmcore is a vmcore of s390x (ELF e_machine), which pagepipe does not dump"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(s.share, "macro.c"), []byte("int main(void) { return 1; }\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := s.sh(t, "PATH=/bin:/usr/bin:/sbin:/usr/sbin\nmakedumpfile "+tc.args, vmcore)
+			// kdump-config's PATH finds makedumpfile in /bin, which is
+			// /usr/bin in a merged /usr.
+			want := regexp.MustCompile("^makedumpfile: " + regexp.QuoteMeta(tc.reason) + ": handing over to (/usr)?/bin/makedumpfile\\.distrib\n")
+			if !want.MatchString(r.stderr) || !strings.HasPrefix(r.stdout, debianVersionLine) {
+				t.Errorf("makedumpfile %s: want %q on stderr first and Debian's version line on stdout; %s", tc.args, want, r)
+			}
+			direct := s.sh(t, "/usr/bin/makedumpfile.distrib "+strings.Replace(tc.args, "/var/crash/", "/var/crash/direct-", 1), vmcore)
+			if r.rc != direct.rc || !strings.HasPrefix(direct.stdout, debianVersionLine) {
+				t.Errorf("exit %d; Debian's makedumpfile run directly: %s", r.rc, direct)
+			}
+		})
+	}
+}
+
+// noFallback runs, with pagepipe-as-makedumpfile installed and no
+// makedumpfile of Debian's, the lines handedOver runs: each is refused in
+// one line (pagepipe's config file names /usr/bin/makedumpfile, which is
+// pagepipe itself), exit 1, and no file is written.
+func noFallback(t *testing.T, s *system, vmcore string) {
+	for _, tc := range []struct{ args, says string }{
+		{"-X -d 31 /proc/vmcore /var/crash/xen", "-X (exclude Xen domain-U pages) is not built into pagepipe, and there is no makedumpfile to hand over to"},
+		{"--eppic /pagepipe/macro.c -d 31 /proc/vmcore /var/crash/eppic", "--eppic (erase kernel data with eppic macros) is not built into pagepipe, and there is no makedumpfile to hand over to"},
+		{"-c -d 31 /pagepipe/s390x.vmcore /var/crash/s390x", "s390x vmcores are not supported"},
+	} {
+		out := strings.Fields(tc.args)[len(strings.Fields(tc.args))-1]
+		r := s.sh(t, "PATH=/bin:/usr/bin:/sbin:/usr/sbin\nrc=0\nmakedumpfile "+tc.args+" || rc=$?\n[ ! -e "+out+" ] || echo "+out+" exists\nexit $rc", vmcore)
+		if r.rc != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "makedumpfile: ") && !strings.HasPrefix(r.stderr, "pagepipe: ") ||
+			!strings.Contains(r.stderr, tc.says) || strings.Contains(r.stdout, "version") || strings.Contains(r.stdout, "exists") {
+			t.Errorf("makedumpfile %s with no fallback: want exit 1, one line saying %q and no file; %s", tc.args, tc.says, r)
+		}
 	}
 }
 

@@ -201,6 +201,8 @@ func wantEntries(pkg string) map[string]entry {
 	case "pagepipe":
 		want["./usr/bin/pagepipe"] = file("-rwxr-xr-x")
 		want["./usr/share/man/man8/pagepipe.8.gz"] = file("-rw-r--r--")
+		maps.Copy(want, dirs("./etc/", "./etc/pagepipe/"))
+		want["./etc/pagepipe/pagepipe.conf"] = file("-rw-r--r--")
 	case "pagepipe-as-makedumpfile":
 		want["./usr/bin/makedumpfile"] = link("pagepipe")
 		want["./usr/share/man/man8/makedumpfile.8.gz"] = link("pagepipe.8.gz")
@@ -250,6 +252,8 @@ func TestDebPackages(t *testing.T) {
 			if pkg == "pagepipe-as-makedumpfile" {
 				wantFields["Depends"] = "pagepipe (= " + v + ")"
 				wantMembers["preinst"], wantMembers["postrm"] = true, true
+			} else {
+				wantMembers["conffiles"] = false
 			}
 			for k, want := range wantFields {
 				if got := in.fields[k]; got != want {
@@ -300,6 +304,13 @@ func TestDebPackages(t *testing.T) {
 				checkCopyright(t, filepath.Join(root, "usr/bin/pagepipe"), filepath.Join(root, "usr/share/doc/pagepipe/copyright"))
 				if got, want := gunzip(t, filepath.Join(root, "usr/share/man/man8/pagepipe.8.gz")), readFile(t, filepath.Join(repo, "docs/pagepipe.8")); !bytes.Equal(got, want) {
 					t.Errorf("the manual page is not docs/pagepipe.8")
+				}
+				// The fallback's config file, a conffile.
+				if got, want := readFile(t, filepath.Join(root, "etc/pagepipe/pagepipe.conf")), readFile(t, filepath.Join(repo, "packaging/pagepipe.conf")); !bytes.Equal(got, want) {
+					t.Errorf("/etc/pagepipe/pagepipe.conf is not packaging/pagepipe.conf")
+				}
+				if got := run(t, "dpkg-deb", "--info", deb, "conffiles"); got != "/etc/pagepipe/pagepipe.conf\n" {
+					t.Errorf("conffiles: %q", got)
 				}
 			}
 			changelog := string(gunzip(t, filepath.Join(root, "usr/share/doc", pkg, "changelog.Debian.gz")))
@@ -383,11 +394,15 @@ func checkCopyright(t *testing.T, bin, copyright string) {
 	}
 }
 
-// checkMD5sums compares the package's md5sums with its extracted files.
+// checkMD5sums compares the package's md5sums with its extracted files,
+// the conffiles (in etc) left out, as dh_md5sums leaves them out.
 func checkMD5sums(t *testing.T, deb, root string) {
 	t.Helper()
 	want := map[string]string{}
 	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if rel, _ := filepath.Rel(root, p); err == nil && fi.IsDir() && rel == "etc" {
+			return filepath.SkipDir
+		}
 		if err == nil && fi.Mode().IsRegular() {
 			sum := md5.Sum(readFile(t, p))
 			rel, _ := filepath.Rel(root, p)
@@ -439,7 +454,8 @@ func TestDebLintian(t *testing.T) {
 // packaging/pagepipe.spec) and checks them with rpm -qp: the same program,
 // manual page and copyright as the Debian packages, byte for byte (the
 // RPM's license directory where Debian has /usr/share/doc; no Debian
-// changelog or lintian overrides), and pagepipe-as-makedumpfile's link at
+// changelog or lintian overrides), /etc/pagepipe/pagepipe.conf a config
+// file, and pagepipe-as-makedumpfile's link at
 // makedumpfile's RPM path, providing and conflicting with makedumpfile.
 func TestRPMPackages(t *testing.T) {
 	v := version(t)
@@ -493,6 +509,12 @@ func TestRPMPackages(t *testing.T) {
 					wantFiles[path] = rpmFile{mode: fmt.Sprintf("0100%o", fi.Mode().Perm()), sha256: hex.EncodeToString(sum[:])}
 				}
 				wantFiles["/usr/share/licenses/pagepipe"] = rpmFile{mode: "040755"}
+				sum := sha256.Sum256(readFile(t, filepath.Join(repo, "packaging/pagepipe.conf")))
+				wantFiles["/etc/pagepipe/pagepipe.conf"] = rpmFile{mode: "0100644", sha256: hex.EncodeToString(sum[:])}
+				wantFiles["/etc/pagepipe"] = rpmFile{mode: "040755"}
+				if got := strings.TrimSpace(run(t, "rpm", "-qp", "--configfiles", rpm)); got != "/etc/pagepipe/pagepipe.conf" {
+					t.Errorf("rpm -qp --configfiles: %q", got)
+				}
 			}
 			if !maps.Equal(got, wantFiles) {
 				t.Errorf("rpm -qp --dump:\n got %v\nwant %v", got, wantFiles)

@@ -43,6 +43,7 @@ for arch in "${arches[@]}"; do
 	pp_build "$arch" "$src/pagepipe"
 	install -m 0644 "$repo_root/docs/pagepipe.8" "$src/pagepipe.8"
 	install -m 0644 "$repo_root/packaging/debian/copyright" "$src/copyright"
+	install -m 0644 "$repo_root/packaging/pagepipe.conf" "$src/pagepipe.conf"
 	# The packages' times are SOURCE_DATE_EPOCH's, not the build's. No
 	# post-install scripts: the binary is stripped and the manual page
 	# compressed already, and this machine's (Debian's rpm) would run its

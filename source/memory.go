@@ -105,23 +105,9 @@ func openSupportedDump(path string) (*Dump, error) {
 // openFlattened rebuilds a flattened dump into a temporary file (in
 // $TMPDIR) and opens that; the file goes when the dump is closed.
 func openFlattened(path string) (Memory, error) {
-	in, err := os.Open(path)
+	name, err := RearrangeToTemp(path)
 	if err != nil {
 		return nil, err
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp("", "pagepipe-rearranged-*")
-	if err != nil {
-		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
-	}
-	name := tmp.Name()
-	_, err = Rearrange(bufio.NewReaderSize(in, 1<<20), tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(name)
-		return nil, fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
 	}
 	d, err := OpenDump(name)
 	if err == nil {
@@ -136,6 +122,30 @@ func openFlattened(path string) (Memory, error) {
 	}
 	d.Path = path
 	return &rearranged{Dump: d, tmp: name}, nil
+}
+
+// RearrangeToTemp rebuilds the flattened stream in the file path into a
+// temporary file (in $TMPDIR), whose name it returns: the caller removes
+// it.
+func RearrangeToTemp(path string) (string, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp("", "pagepipe-rearranged-*")
+	if err != nil {
+		return "", fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
+	}
+	_, err = Rearrange(bufio.NewReaderSize(in, 1<<20), tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
+	}
+	return tmp.Name(), nil
 }
 
 // rearranged is a dump rebuilt from a flattened stream into a temporary file.

@@ -143,22 +143,26 @@ func oneLine(err error) string {
 
 // usageError reports a bad command line as makedumpfile does and returns
 // its exit code: getopt's own line ("PROG: unrecognized option '--x'") on
-// stderr, then the common messages "Commandline parameter is invalid." and
-// "Try `PROG --help' ..." (stdout, or stderr with -F); a dump or message
-// level out of range gets only "Dump_level(N) is invalid." or
-// "Message_level(N) is invalid.". Where makedumpfile gives no reason,
-// pagepipe adds one error line, "PROG: REASON", on stderr
+// stderr, or makedumpfile's own message about the line ("-e requires
+// --work-dir"), then the common messages "Commandline parameter is
+// invalid." and "Try `PROG --help' ..." (stdout, or stderr with -F); a
+// value makedumpfile refuses while reading the line gets only its one
+// message ("Dump_level(N) is invalid."). Where makedumpfile gives no
+// reason, pagepipe adds one error line, "PROG: REASON", on stderr
 // (docs/reliability.md: every refusal says why in one line).
 func usageError(c *console, err error) int {
 	var ge *getoptError
-	var le *levelError
+	var ve *valueError
+	var me *mdfError
 	switch {
-	case errors.As(err, &le):
-		c.msg("%s\n", le.Error())
+	case errors.As(err, &ve):
+		c.msg("%s\n", ve.msg)
 		return exitFailed
 	case errors.As(err, &ge):
 		// getopt prints this whatever the message level.
 		fmt.Fprintf(c.stderr, "%s: %s\n", progName, ge.msg)
+	case errors.As(err, &me):
+		c.msg("%s\n", me.msg)
 	default:
 		reason := strings.TrimPrefix(oneLine(err), errUsage.Error()+": ")
 		c.errorf("%s: %s\n", progName, reason)

@@ -10,6 +10,9 @@ import (
 // --vtop reads an address as strtoul(, , 0) does.
 func TestDebuginfoOptions(t *testing.T) {
 	o, err := parseOptions([]string{"-d", "31", "-x", "vmlinux", "--config", "erase.conf", "--module-debuginfo", "dir", "--vtop", "0xffffffff81000000", "vmcore", "dump"})
+	if err == nil {
+		err = o.values()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,11 +25,14 @@ func TestDebuginfoOptions(t *testing.T) {
 		want uint64
 	}{{"4096", 4096}, {"0x10", 16}, {"010", 8}} {
 		o, err := parseOptions([]string{"--vtop", v.arg, "vmcore", "dump"})
+		if err == nil {
+			err = o.values()
+		}
 		if err != nil || o.vtop != v.want {
 			t.Errorf("--vtop %s = %#x, %v; want %#x", v.arg, o.vtop, err, v.want)
 		}
 	}
-	if _, err := parseOptions([]string{"--vtop", "kernel", "vmcore", "dump"}); err == nil {
+	if o, err := parseOptions([]string{"--vtop", "kernel", "vmcore", "dump"}); err != nil || o.values() == nil {
 		t.Errorf("--vtop kernel accepted")
 	}
 }

@@ -24,6 +24,9 @@ func TestDmesgFormatOption(t *testing.T) {
 				args = append([]string{"--dmesg-format", tc.flag}, args...)
 			}
 			o, err := parseOptions(args)
+			if err == nil {
+				err = o.values()
+			}
 			switch {
 			case tc.bad && err == nil:
 				t.Fatalf("accepted %q", o.dmesgFormat)

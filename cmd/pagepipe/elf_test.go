@@ -55,7 +55,7 @@ func TestELFIndependentOfWorkersAndFlattened(t *testing.T) {
 }
 
 // -E refuses compression, --split and a kdump-compressed input, with a
-// clear error.
+// clear error (makedumpfile's own message for --split, on stdout).
 func TestELFRefusals(t *testing.T) {
 	dir := t.TempDir()
 	vmcore := writeShape(t, dir, "v", synth.Shapes()["cpu1"])
@@ -67,12 +67,12 @@ func TestELFRefusals(t *testing.T) {
 	}{
 		{[]string{"-E", "-c", vmcore, filepath.Join(dir, "a")}, "cannot be used with -c"},
 		{[]string{"-E", "-l", vmcore, filepath.Join(dir, "b")}, "cannot be used with -c"},
-		{[]string{"-E", "--split", vmcore, filepath.Join(dir, "c1"), filepath.Join(dir, "c2")}, "--split cannot be used with -E"},
+		{[]string{"-E", "--split", vmcore, filepath.Join(dir, "c1"), filepath.Join(dir, "c2")}, "Options for splitting dumpfile cannot be used with Elf format."},
 		{[]string{"-E", kdump, filepath.Join(dir, "d")}, "kdump-compressed"},
 	} {
-		rc, _, stderr := pagepipe(t, tc.args...)
-		if rc == 0 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%v: exit %d, %q; want a failure saying %q", tc.args, rc, stderr, tc.want)
+		rc, stdout, stderr := pagepipe(t, tc.args...)
+		if rc == 0 || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want a failure saying %q", tc.args, rc, stdout+stderr, tc.want)
 		}
 	}
 }

@@ -153,6 +153,9 @@ func TestPartialPagesOption(t *testing.T) {
 				args = append([]string{"--partial-pages", tc.flag}, args...)
 			}
 			o, err := parseOptions(args)
+			if err == nil {
+				err = o.values()
+			}
 			switch {
 			case tc.bad && err == nil:
 				t.Fatalf("accepted %q", o.partialPages)

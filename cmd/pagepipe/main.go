@@ -57,11 +57,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 			return tool(stderr, dump.Inspect(stdout, args[1]))
 		case "verify":
-			if len(args) != 3 {
-				fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE")
+			if len(args) < 3 {
+				fmt.Fprintln(stderr, "usage: pagepipe verify VMCORE DUMPFILE...")
 				return exitFailed
 			}
-			return tool(stderr, dump.Verify(stdout, args[1], args[2]))
+			for _, d := range args[2:] {
+				if err := dump.Verify(stdout, args[1], d); err != nil {
+					return tool(stderr, err)
+				}
+			}
+			return exitOK
 		}
 	}
 	return runDump(args, stdin, stdout, stderr)
@@ -79,18 +84,28 @@ func tool(stderr io.Writer, err error) int {
 func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &console{level: 7, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
 	o, err := parseOptions(args)
-	if o != nil {
-		if o.msgLevel >= 0 && o.msgLevel <= 31 {
-			c.level = o.msgLevel
+	// A line with an option pagepipe does not have is makedumpfile's to
+	// answer, whatever pagepipe would make of the rest: its help, its
+	// check, its run.
+	if reason := o.handOverReason(); err == nil && reason != "" {
+		rc, why := sysFallback.handOver(c, reason, args)
+		if why == "" {
+			return rc
 		}
-		if o.flatten {
-			c.stdout = stderr // stdout carries the dump
-		}
+		err = usagef("%s, and there is no makedumpfile to hand over to (%s)", reason, why)
+	}
+	if err == nil {
+		err = o.mdfValues()
+	}
+	if o.msgLevel >= 0 && o.msgLevel <= 31 {
+		c.level = o.msgLevel
+	}
+	if o.flatten {
+		c.stdout = stderr // stdout carries the dump
 	}
 	if err != nil {
 		return usageError(c, err)
 	}
-	debugHeader(c, args)
 	switch {
 	case o.help:
 		printUsage(stdout)
@@ -99,34 +114,42 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return exitOK
 	}
-	if o.genVMCOREINFO != "" {
+	if err := o.values(); err != nil {
+		c.level = o.msgLevel
+		return usageError(c, err)
+	}
+	c.level = o.msgLevel
+	err = o.check()
+	if o.checkParams {
+		if err != nil {
+			return usageError(c, err)
+		}
+		for _, d := range o.differences() {
+			c.msg("%s\n", d)
+		}
+		return exitOK
+	}
+	if err == nil && o.genVMCOREINFO != "" {
 		return generateVMCOREINFO(c, o)
 	}
-	want, what := 2, "VMCORE and DUMPFILE"
-	switch {
-	case o.flatten && o.dumpDmesg:
-		want, what = 1, "VMCORE (-F --dump-dmesg writes the log to stdout)"
-	case o.flatten:
-		want, what = 1, "VMCORE (-F writes to stdout)"
-	case o.rearrange:
-		want, what = 1, "DUMPFILE (-R reads stdin)"
-	case o.split:
-		want, what = max(3, len(o.args)), "VMCORE and at least two DUMPFILEs"
-	case o.reassemble:
-		want, what = max(3, len(o.args)), "at least two split DUMPFILEs and the output DUMPFILE"
+	if err == nil && !o.rearrange && !o.reassemble {
+		// The architecture is decided before any output exists.
+		if reason := dump.Foreign(o.args[0], o.vmcoreinfo); reason != "" {
+			if rc, why := sysFallback.handOver(c, reason, args); why == "" {
+				return rc
+			}
+		}
 	}
-	if len(o.args) != want {
-		return usageError(c, fmt.Errorf("%w: need %s, got %d arguments", errUsage, what, len(o.args)))
+	debugHeader(c, args)
+	if err != nil {
+		return usageError(c, err)
 	}
 	if err := cpuset.Confine(o.cpus); err != nil {
 		return fail(c, err)
 	}
 	noteNoops(c, o)
-	if o.checkParams {
-		return exitOK
-	}
 	if o.rearrange {
-		if err := dump.Rearrange(stdin, o.args[0], o.force); err != nil {
+		if err := dump.Rearrange(stdin, o.args[0], o.force, o.dryRun); err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
@@ -134,6 +157,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if o.reassemble {
+		if len(o.args) < 3 {
+			return fail(c, fmt.Errorf("--reassemble: need at least two split DUMPFILEs and the DUMPFILE to write, got %d arguments", len(o.args)))
+		}
 		out := o.args[len(o.args)-1]
 		if err := dump.Reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
 			return fail(c, err)
@@ -198,7 +224,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// capture kernel), which a test on a real capture kernel reads here.
 	// Report reads every thread's /proc status: only when it is printed.
 	if c.level&mlDebug != 0 {
-		c.debug("%s; workers %d\n", cpuset.Report(), o.threads)
+		c.debug("%s; workers %d\n", cpuset.Report(), d.Workers)
 	}
 	if o.split {
 		c.msg("\nThe dumpfiles are saved to %s.\n", joinNames(o.args[1:]))
@@ -211,12 +237,6 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // generateVMCOREINFO is -g: the VMCOREINFO file of a vmlinux.
 func generateVMCOREINFO(c *console, o *options) int {
-	if o.vmlinux == "" || len(o.args) != 0 {
-		return usageError(c, fmt.Errorf("%w: -g FILE needs -x VMLINUX and no other file", errUsage))
-	}
-	if o.checkParams {
-		return exitOK
-	}
 	if err := dump.GenerateVMCOREINFO(o.vmlinux, o.genVMCOREINFO, progName, c); err != nil {
 		return fail(c, err)
 	}
@@ -304,28 +324,4 @@ func isTerminal(w io.Writer) bool {
 func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "pagepipe: version %s (a makedumpfile-compatible dump writer)\n\n", version)
 	fmt.Fprintf(w, "codecs: %s (all built in)\n", strings.Join(dump.CodecNames(), ", "))
-}
-
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, `pagepipe: write a crashed kernel's memory as a filtered, compressed dump.
-
-Usage:
-  pagepipe [-c|-l|-p|-z|--lz4] [-d DUMP_LEVEL] [--num-threads N] [OPTION]... VMCORE DUMPFILE
-  pagepipe inspect DUMPFILE
-  pagepipe verify VMCORE DUMPFILE
-
-Options (makedumpfile's):
-  -c, -l, -p, -z     compress each page with zlib, lzo, snappy or zstd (the last given wins)
-  --lz4              compress with lz4 (pagepipe extension; convert before sharing)
-  -d DUMP_LEVEL      exclude pages: 1 zero, 2 cache, 4 private cache, 8 user, 16 free (sum them)
-  -e                 also exclude the vmemmap pages that describe only excluded pages (x86_64;
-                     makedumpfile needs --work-dir with it, pagepipe does not)
-  -f                 overwrite an existing DUMPFILE
-  --num-threads N    workers for reading and compressing (default: every usable CPU)
-  --map-size KIB     mmap window over the vmcore (default 4096)
-  --non-mmap         read the vmcore with read() instead of mmap()
-  --message-level N  1 progress, 2 common, 4 errors, 8 debug, 16 report (default 7)
-  --check-params     only check the command line
-  -v, -h             version, this help
-`)
 }

@@ -14,8 +14,17 @@ import (
 	"pagepipe/dump"
 )
 
-// options are makedumpfile's command line, plus pagepipe's own.
+// options are makedumpfile's command line, plus pagepipe's own. Reading
+// one is in stages, each refusing what it should and no more, so that a
+// line makedumpfile would run goes to it whatever pagepipe would make of
+// it: parseOptions is getopt's part (which options, their values as
+// given); mdfValues refuses the values makedumpfile itself refuses while
+// reading its command line; handOverReason names the options pagepipe
+// hands over (fallback.go); values reads the rest as pagepipe takes it;
+// check is makedumpfile's check of the whole line and pagepipe's own.
 type options struct {
+	given map[string]bool // the options on the line, by long name
+
 	compress        string // the chosen codec's name; "" = none
 	levels          []dump.Level
 	force           bool
@@ -53,13 +62,16 @@ type options struct {
 	sizeLimit      int64 // -L, bytes
 	mapSizeSet     bool  // --map-size given: read through mmap windows
 	zeroUnreadable bool
-	priority       string   // --priority: "auto", "on" or "off"
-	unsupported    []string // options pagepipe refuses
+	priority       string // --priority: "auto", "on" or "off"
 	rearrange      bool
 	partialDmesg   bool
 	dmesgFormat    string // --dmesg-format: "1.7.5" (caller id column) or "1.7.2"
 	partialPages   string // --partial-pages: "1.7.2" or "1.7.6"
 	args           []string
+
+	// raw are the values as given, by long name, read by mdfValues and
+	// values.
+	raw map[string]*string
 }
 
 // The --dump-dmesg formats, named after the makedumpfile release that
@@ -118,24 +130,6 @@ func (c compressFlag) Set(v string) error {
 	return nil
 }
 
-// unsupportedFlag records a makedumpfile option that pagepipe does not
-// implement, so that it is refused with a clear message.
-type unsupportedFlag struct {
-	o                  *options
-	long, short, usage string
-}
-
-func (u unsupportedFlag) String() string { return "" }
-func (u unsupportedFlag) Type() string   { return "string" }
-func (u unsupportedFlag) Set(string) error {
-	name := "--" + u.long
-	if u.short != "" {
-		name = "-" + u.short
-	}
-	u.o.unsupported = append(u.o.unsupported, fmt.Sprintf("%s (%s)", name, u.usage))
-	return nil
-}
-
 // errUsage marks command-line errors (makedumpfile: "Commandline parameter
 // is invalid.").
 var errUsage = errors.New("commandline parameter is invalid")
@@ -148,113 +142,150 @@ type getoptError struct{ msg string }
 func (e *getoptError) Error() string { return e.msg }
 func (e *getoptError) Unwrap() error { return errUsage }
 
-// levelError is a -d or --message-level value out of range; makedumpfile
-// answers it with one common message, "Dump_level(N) is invalid." or
-// "Message_level(N) is invalid.", and nothing else.
-type levelError struct {
-	what  string // "Dump_level" or "Message_level"
-	value string
+// valueError is a value makedumpfile refuses while it reads its command
+// line, with its one common message and nothing else: "Dump_level(N) is
+// invalid.", "Message_level(N) is invalid.", "Limit size(S) is invalid.".
+type valueError struct{ msg string }
+
+func (e *valueError) Error() string { return e.msg }
+
+// mdfError is a command line makedumpfile's check refuses with a message
+// of its own ("--dry-run cannot be used with --dump-dmesg."), printed as
+// a common message before "Commandline parameter is invalid.".
+type mdfError struct{ msg string }
+
+func (e *mdfError) Error() string { return e.msg }
+func (e *mdfError) Unwrap() error { return errUsage }
+
+// usagef is a command line refused where makedumpfile gives no reason:
+// pagepipe gives one, in one line on stderr.
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
 }
 
-func (e *levelError) Error() string { return fmt.Sprintf("%s(%s) is invalid.", e.what, e.value) }
+// The options whose values are read after parsing (mdfValues, values),
+// with their defaults: makedumpfile reads numbers with atoi, so getopt's
+// stage must take any text.
+var rawDefaults = map[string]string{
+	"dump-level":      "0",
+	"size-limit":      "",
+	"message-level":   "7",
+	"num-threads":     "0",
+	"map-size":        "4096",
+	"block-order":     "4",
+	"cyclic-buffer":   "0",
+	"splitblock-size": strconv.Itoa(1 << 20),
+}
 
 func newFlagSet(o *options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("pagepipe", pflag.ContinueOnError)
 	fs.SortFlags = false
-	for _, c := range []struct {
-		short, long string
-		codec       string
-		usage       string
-	}{
-		{"c", "", "zlib", "compress pages with zlib"},
-		{"l", "", "lzo", "compress pages with lzo"},
-		{"p", "", "snappy", "compress pages with snappy"},
-		{"z", "", "zstd", "compress pages with zstd"},
-		{"", "lz4", "lz4", "compress pages with lz4 (pagepipe extension)"},
-	} {
-		name := c.long
-		if name == "" {
-			name = "compress-" + c.short // pflag needs a long name; it stays hidden
-		}
-		f := fs.VarPF(compressFlag{o, c.codec}, name, c.short, c.usage)
-		f.NoOptDefVal = "true"
-		f.Hidden = c.long == ""
+	fs.Usage = func() {}
+	o.raw = map[string]*string{}
+	str := func(long string) {
+		s := optionByLong(long)
+		o.raw[long] = fs.StringP(long, shortName(s), rawDefaults[long], s.help)
 	}
-	fs.StringP("dump-level", "d", "0", "dump level 0-31, or a comma-separated list")
-	fs.BoolVarP(&o.force, "force", "f", false, "overwrite an existing dump file")
-	fs.IntVar(&o.threads, "num-threads", 0, "compression workers (default: every usable CPU)")
-	fs.IntVar(&o.mapSizeKiB, "map-size", 4096, "mmap window in KiB (a multiple of the page size)")
-	fs.BoolVar(&o.nonMmap, "non-mmap", false, "read the vmcore with read() instead of mmap()")
-	fs.IntVar(&o.msgLevel, "message-level", 7, "message level bitmask 0-31")
-	fs.BoolVarP(&o.version, "version", "v", false, "print the version")
-	fs.BoolVarP(&o.help, "help", "h", false, "print usage")
-	fs.BoolVar(&o.checkParams, "check-params", false, "only check the parameters")
-	fs.BoolVarP(&o.flatten, "flatten", "F", false, "write the dump as a flattened stream to stdout")
-	fs.BoolVarP(&o.rearrange, "rearrange", "R", false, "rebuild DUMPFILE from a flattened stream on stdin")
-	fs.BoolVarP(&o.elf, "elf-dumpfile", "E", false, "write an ELF dump instead of kdump-compressed")
-	fs.BoolVar(&o.split, "split", false, "split the dump over DUMPFILE1 ... DUMPFILEn")
-	fs.BoolVar(&o.reassemble, "reassemble", false, "join split files DUMPFILE1 ... DUMPFILEn into DUMPFILE")
-	fs.IntVar(&o.splitblockKB, "splitblock-size", 1<<20, "split boundaries fall on multiples of this many KiB")
-	fs.BoolVar(&o.dumpDmesg, "dump-dmesg", false, "write the kernel log of VMCORE to LOGFILE instead of a dump")
-	fs.BoolVar(&o.partialDmesg, "partial-dmesg", false, "with --dump-dmesg: only the messages after the last dmesg -c")
-	fs.StringVar(&o.partialPages, "partial-pages", partialPagesDefault(), "a page that a PT_LOAD of VMCORE holds in part as makedumpfile 1.7.2 takes it (1.7.2) or as 1.7.6 and later do (1.7.6: kept, and dumped when the bitmaps are built in one cycle); default $"+partialPagesEnv+" or 1.7.2")
-	fs.StringVar(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault(), "with --dump-dmesg: the log as makedumpfile 1.7.5 and later write it (1.7.5: a caller-id column) or as 1.7.2 does (1.7.2); default $"+dmesgFormatEnv+" or 1.7.5")
-	fs.StringP("size-limit", "L", "", "stop at this output size (K, M, G suffixes); the dump is marked incomplete")
-	fs.StringVar(&o.priority, "priority", "auto", "write the pages an analysis needs (kernel image, page tables, per-cpu areas, log, current tasks) first, so that a dump cut short still opens in crash: on, off, or auto (on with -L or an output that is a device or a pipe)")
-	fs.Lookup("priority").NoOptDefVal = "on"
-	fs.BoolVar(&o.zeroUnreadable, "zero-unreadable", false, "store vmcore pages that cannot be read as zeros, count them and warn, instead of failing")
-	fs.StringVar(&o.cpus, "cpus", "", "confine pagepipe to N CPUs, or to a list such as 0,2-3 (mimics nr_cpus=N)")
-	// Accepted for makedumpfile's command lines; pagepipe has no use for
-	// them (said so at debug level).
-	fs.IntVarP(&o.blockOrder, "block-order", "b", 4, "write-cache order (accepted; pagepipe writes in 1 MiB pieces)")
-	fs.IntVar(&o.cyclicBufferKB, "cyclic-buffer", 0, "the 2nd bitmap's budget in KiB: it is made, written and consumed in cycles of 8 pfns per byte (default: a 32nd of the available memory, 4 to 16 MiB)")
-	fs.StringVar(&o.workDir, "work-dir", "", "bitmap work directory (accepted; pagepipe writes no file there: its 2nd bitmap is made in cycles)")
-	fs.BoolVarP(&o.excludeVmemmap, "exclude-vmemmap", "e", false, "exclude the vmemmap pages that describe only excluded pages (x86_64; makedumpfile needs --work-dir for it, pagepipe does not)")
-	fs.BoolVarP(&o.debug, "debug", "D", false, "print debug messages (message level bit 8)")
-	fs.BoolVar(&o.showStats, "show-stats", false, "print the report (message level bit 16)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "do everything but write the dump")
-	// Refused with a clear message: features pagepipe does not have.
-	for _, u := range []struct{ long, short, usage string }{
-		{"exclude-xen-dom", "X", "exclude Xen domU pages"},
-		{"mem-usage", "", "print the running kernel's page usage"},
-		{"eppic", "", "erase filtering with eppic"},
-		{"diskset", "", "read a sadump diskset"},
-		{"xen-syms", "", "Xen hypervisor symbols"},
-		{"xen-vmcoreinfo", "", "Xen VMCOREINFO"},
-		{"xen_phys_start", "", "Xen physical start"},
+	for _, c := range []struct{ long, codec string }{
+		{"compress-c", "zlib"}, {"compress-l", "lzo"}, {"compress-p", "snappy"}, {"compress-z", "zstd"}, {"lz4", "lz4"},
 	} {
-		f := fs.VarPF(unsupportedFlag{o, u.long, u.short, u.usage}, u.long, u.short, u.usage)
-		f.Hidden = true
-		if u.long == "exclude-xen-dom" || u.long == "mem-usage" {
+		s := optionByLong(c.long)
+		fs.VarPF(compressFlag{o, c.codec}, c.long, shortName(s), s.help).NoOptDefVal = "true"
+	}
+	boolean := func(p *bool, long string) {
+		s := optionByLong(long)
+		fs.BoolVarP(p, long, shortName(s), false, s.help)
+	}
+	text := func(p *string, long, def string) {
+		s := optionByLong(long)
+		fs.StringVarP(p, long, shortName(s), def, s.help)
+	}
+	boolean(&o.elf, "elf-dumpfile")
+	boolean(&o.flatten, "flatten")
+	boolean(&o.rearrange, "rearrange")
+	boolean(&o.split, "split")
+	boolean(&o.reassemble, "reassemble")
+	str("splitblock-size")
+	str("size-limit")
+	text(&o.priority, "priority", "auto")
+	fs.Lookup("priority").NoOptDefVal = "on"
+	boolean(&o.force, "force")
+	boolean(&o.dryRun, "dry-run")
+	str("dump-level")
+	boolean(&o.excludeVmemmap, "exclude-vmemmap")
+	text(&o.vmcoreinfo, "vmcoreinfo", "")
+	text(&o.vmlinux, "vmlinux", "")
+	text(&o.filterConfig, "config", "")
+	text(&o.moduleDebuginfo, "module-debuginfo", "")
+	text(&o.genVMCOREINFO, "generate-vmcoreinfo", "")
+	str("vtop")
+	text(&o.partialPages, "partial-pages", partialPagesDefault())
+	boolean(&o.zeroUnreadable, "zero-unreadable")
+	boolean(&o.dumpDmesg, "dump-dmesg")
+	boolean(&o.partialDmesg, "partial-dmesg")
+	text(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault())
+	str("num-threads")
+	text(&o.cpus, "cpus", "")
+	str("map-size")
+	boolean(&o.nonMmap, "non-mmap")
+	str("cyclic-buffer")
+	text(&o.workDir, "work-dir", "")
+	str("block-order")
+	str("message-level")
+	boolean(&o.debug, "debug")
+	boolean(&o.showStats, "show-stats")
+	boolean(&o.checkParams, "check-params")
+	boolean(&o.version, "version")
+	boolean(&o.help, "help")
+	text(&o.cpuprofile, "cpuprofile", "")
+	text(&o.heapprofile, "heapprofile", "")
+	text(&o.statsFile, "stats-file", "")
+	// makedumpfile's options pagepipe hands over: only whether they are
+	// given matters (handOverOptions).
+	for _, s := range optionTable {
+		if s.status != handOver {
+			continue
+		}
+		f := fs.VarPF(new(handedValue), s.long, shortName(&s), s.help)
+		if s.arg == "" {
 			f.NoOptDefVal = "true"
 		}
 	}
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile (for developers)")
-	_ = fs.MarkHidden("cpuprofile")
-	fs.StringVar(&o.heapprofile, "heapprofile", "", "write a Go heap profile at the heap's peak (for developers)")
-	_ = fs.MarkHidden("heapprofile")
-	fs.StringVar(&o.statsFile, "stats-file", "", "write the run's stage CPU and phase times as JSON (for pagepipe bench)")
-	_ = fs.MarkHidden("stats-file")
-	fs.StringVarP(&o.vmcoreinfo, "vmcoreinfo", "i", "", "VMCOREINFO file (from makedumpfile -g) for a vmcore without the note")
-	fs.StringVarP(&o.vmlinux, "vmlinux", "x", "", "the kernel's debug vmlinux: the types and symbols of --config, and -g's source")
-	fs.StringVar(&o.filterConfig, "config", "", "erase the data a filter config names (makedumpfile.conf(5)) with 'X'; needs -x")
-	fs.StringVarP(&o.genVMCOREINFO, "generate-vmcoreinfo", "g", "", "write the VMCOREINFO of -x VMLINUX to this file, for -i")
-	fs.String("vtop", "", "print the translation of this kernel virtual address through the crashed kernel's page tables")
-	fs.StringVar(&o.moduleDebuginfo, "module-debuginfo", "", "the directory holding the module debuginfo (NAME.ko) of --config's [module] sections (pagepipe extension; default /usr/lib/debug/lib/modules/RELEASE)")
 	return fs
 }
 
-// parseOptions parses makedumpfile's command line: options before or after
-// the positionals, clustered short options (-cd 31), --opt=N and --opt N,
-// and unique prefixes of long options (--message 7), as getopt_long takes.
-// On an error it still returns what it parsed (-F and --message-level say
-// where and whether the error's common messages are printed).
+// handedValue takes the value of an option pagepipe hands over.
+type handedValue string
+
+func (v *handedValue) String() string     { return string(*v) }
+func (v *handedValue) Type() string       { return "string" }
+func (v *handedValue) Set(s string) error { *v = handedValue(s); return nil }
+
+func shortName(s *optSpec) string {
+	if s.short == 0 {
+		return ""
+	}
+	return string(s.short)
+}
+
+// parseOptions is getopt_long's part of reading makedumpfile's command
+// line: options before or after the positionals, clustered short options
+// (-cd 31), --opt=N and --opt N, and unique prefixes of long options
+// (--message 7). It refuses only what getopt refuses (an unknown option,
+// an ambiguous prefix, a missing value). On an error it still returns
+// what it parsed (-F and --message-level say where and whether the
+// error's common messages are printed).
 func parseOptions(args []string) (*options, error) {
-	o := &options{msgLevel: 7}
+	o := &options{msgLevel: 7, given: map[string]bool{}}
 	o.flatten = hasShortFlag(args, 'F') || hasLongFlag(args, "flatten")
 	fs := newFlagSet(o)
-	fs.Usage = func() {}
-	expanded, err := expandPrefixes(fs, args)
+	expanded, err := expandPrefixes(args)
+	if err == nil {
+		err = fs.Parse(expanded)
+		if err != nil {
+			err = pflagError(err)
+		}
+	}
 	if err != nil {
 		// A message level on the line applies to the error's messages
 		// (getopt takes the options before the bad one).
@@ -263,70 +294,235 @@ func parseOptions(args []string) (*options, error) {
 			if a == "--message-level" && i+1 < len(args) {
 				v, ok = args[i+1], true
 			}
-			if n, err := strconv.Atoi(v); ok && err == nil && n >= 0 && n <= 31 {
+			if n := cAtoi(v); ok && n >= 0 && n <= 31 {
 				o.msgLevel = n
 			}
 		}
 		return o, err
 	}
-	args = expanded
-	if err := fs.Parse(args); err != nil {
-		return o, pflagError(err)
-	}
+	fs.Visit(func(f *pflag.Flag) { o.given[f.Name] = true })
 	o.args = fs.Args()
-	if o.msgLevel < 0 || o.msgLevel > 31 {
-		return o, &levelError{"Message_level", strconv.Itoa(o.msgLevel)}
+	o.mapSizeSet = o.given["map-size"]
+	return o, nil
+}
+
+// mdfValues refuses the values makedumpfile refuses while it reads its
+// command line, in its words: a dump or message level out of range, a
+// size -L does not take. It takes numbers as makedumpfile does (atoi:
+// "7x" is 7); values reads them as pagepipe does.
+func (o *options) mdfValues() error {
+	ml := cAtoi(*o.raw["message-level"])
+	if ml < 0 || ml > 31 {
+		return &valueError{fmt.Sprintf("Message_level(%d) is invalid.", ml)}
 	}
-	d := fs.Lookup("dump-level").Value.String()
-	if o.levels, err = dump.ParseLevels(d); err != nil {
-		return o, &levelError{"Dump_level", d}
-	}
-	o.mapSizeSet = fs.Changed("map-size")
-	if v := fs.Lookup("size-limit").Value.String(); v != "" {
-		if o.sizeLimit, err = memparse(v); err != nil {
-			return o, fmt.Errorf("%w: -L %s: %v", errUsage, v, err)
+	o.msgLevel = ml
+	for _, f := range strings.Split(*o.raw["dump-level"], ",") {
+		if f == "" {
+			continue // strtok skips empty fields
+		}
+		if n := cAtoi(f); n < 0 || n > maxDumpLevel {
+			return &valueError{fmt.Sprintf("Dump_level(%d) is invalid.", n)}
 		}
 	}
-	if v := fs.Lookup("vtop").Value.String(); v != "" {
+	if v := *o.raw["size-limit"]; o.given["size-limit"] {
+		n, err := memparse(v)
+		if err != nil {
+			return &valueError{fmt.Sprintf("Limit size(%s) is invalid.", v)}
+		}
+		o.sizeLimit = n
+	}
+	return nil
+}
+
+// values reads the values as pagepipe takes them, stricter than
+// makedumpfile where a value would otherwise be a silent 0: a number must
+// be a number. Then the options pagepipe has no counterpart for.
+func (o *options) values() error {
+	if v := *o.raw["vtop"]; o.given["vtop"] {
 		// strtoul(optarg, NULL, 0), as makedumpfile reads it.
-		if o.vtop, err = strconv.ParseUint(v, 0, 64); err != nil {
-			return o, fmt.Errorf("%w: --vtop %s: not an address", errUsage, v)
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 64)
+		if err != nil {
+			return usagef("--vtop %s: not an address", v)
 		}
+		o.vtop = n
 	}
-	if len(o.unsupported) > 0 {
-		return o, fmt.Errorf("%w: pagepipe does not support %s", errUsage, strings.Join(o.unsupported, ", "))
+	levels := strings.FieldsFunc(*o.raw["dump-level"], func(r rune) bool { return r == ',' })
+	if len(levels) == 0 {
+		levels = []string{"0"}
 	}
-	if o.mapSizeKiB <= 0 || o.mapSizeKiB%4 != 0 {
-		return o, fmt.Errorf("%w: --map-size %d is not a positive multiple of the page size in KiB", errUsage, o.mapSizeKiB)
+	var err error
+	if o.levels, err = dump.ParseLevels(strings.Join(levels, ",")); err != nil {
+		return usagef("-d %s: a dump level is a number from 0 to 31 (makedumpfile reads what is not a number as 0)", *o.raw["dump-level"])
 	}
-	if o.threads < 0 {
-		return o, fmt.Errorf("%w: --num-threads %d", errUsage, o.threads)
+	for _, n := range []struct {
+		long string
+		p    *int
+		min  int
+	}{
+		{"message-level", &o.msgLevel, 0},
+		{"num-threads", &o.threads, 0},
+		{"map-size", &o.mapSizeKiB, 1},
+		{"block-order", &o.blockOrder, -1 << 31},
+		{"cyclic-buffer", &o.cyclicBufferKB, 0},
+		{"splitblock-size", &o.splitblockKB, -1 << 31}, // the engine says what it takes
+	} {
+		v := *o.raw[n.long]
+		i, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return usagef("%s %s: not a number (makedumpfile reads it as %d)", optionByLong(n.long).name(), v, cAtoi(v))
+		}
+		if i < n.min {
+			return usagef("%s %d: must be at least %d", optionByLong(n.long).name(), i, n.min)
+		}
+		*n.p = i
+	}
+	if o.mapSizeKiB%4 != 0 {
+		return usagef("--map-size %d is not a positive multiple of the page size in KiB", o.mapSizeKiB)
 	}
 	if o.dmesgFormat != dmesgCallerID && o.dmesgFormat != dmesgClassic {
-		return o, fmt.Errorf("%w: --dmesg-format %q: want %s or %s", errUsage, o.dmesgFormat, dmesgCallerID, dmesgClassic)
+		return usagef("--dmesg-format %q: want %s or %s", o.dmesgFormat, dmesgCallerID, dmesgClassic)
 	}
 	if _, ok := priorities[o.priority]; !ok {
-		return o, fmt.Errorf("%w: --priority %q: want on, off or auto", errUsage, o.priority)
+		return usagef("--priority %q: want on, off or auto", o.priority)
 	}
 	if o.partialPages != partialPagesClassic && o.partialPages != partialPagesKeep {
-		return o, fmt.Errorf("%w: --partial-pages %q: want %s or %s", errUsage, o.partialPages, partialPagesClassic, partialPagesKeep)
+		return usagef("--partial-pages %q: want %s or %s", o.partialPages, partialPagesClassic, partialPagesKeep)
 	}
 	if o.debug {
-		o.msgLevel |= 8
+		o.msgLevel |= mlDebug
 	}
 	if o.showStats {
-		o.msgLevel |= 16
+		o.msgLevel |= mlReport
 	}
-	if o.threads == 0 {
-		o.threads = runtime.GOMAXPROCS(0)
+	if o.checkParams {
+		o.msgLevel = 7 // as makedumpfile: --check-params prints no debug
 	}
-	if o.elf && o.split {
-		return o, fmt.Errorf("%w: --split cannot be used with -E", errUsage)
+	return nil
+}
+
+// check is makedumpfile's check of the whole command line (its
+// check_param_for_* functions, 1.7.2 to upstream: the same rules, each
+// refusal with makedumpfile's message where it gives one and with a
+// reason of pagepipe's where it gives none), then pagepipe's own. Where
+// pagepipe takes a line makedumpfile refuses (--num-threads with -E or
+// --split), differences says so.
+func (o *options) check() error {
+	switch {
+	case o.given["generate-vmcoreinfo"]:
+		if !o.given["vmlinux"] || len(o.args) != 0 {
+			return usagef("-g FILE needs -x VMLINUX and no other file")
+		}
+		return nil
+	case o.rearrange:
+		return o.checkRearrange()
+	case o.reassemble:
+		return o.checkReassemble()
+	}
+	return o.checkCreate()
+}
+
+// refusedWith are the options of mode, of those given, that makedumpfile
+// refuses with it.
+func (o *options) refusedWith(mode string, names ...string) error {
+	for _, n := range names {
+		if o.given[n] && (n != "dump-level" || o.levels[0] != 0) {
+			return usagef("%s cannot be used with %s", optionByLong(n).name(), mode)
+		}
+	}
+	return nil
+}
+
+// compressLongs are the options that choose a codec.
+var compressLongs = []string{"compress-c", "compress-l", "compress-p", "compress-z", "lz4"}
+
+func (o *options) checkRearrange() error {
+	if err := o.refusedWith("-R", append(compressLongs, "dump-level", "elf-dumpfile", "vmcoreinfo", "vmlinux", "xen-syms",
+		"flatten", "generate-vmcoreinfo", "exclude-xen-dom")...); err != nil {
+		return err
+	}
+	if len(o.args) != 1 {
+		return usagef("-R needs DUMPFILE (it reads the stream from stdin), got %d arguments", len(o.args))
+	}
+	return nil
+}
+
+func (o *options) checkReassemble() error {
+	if err := o.refusedWith("--reassemble", append(compressLongs, "dump-level", "elf-dumpfile", "vmcoreinfo", "vmlinux",
+		"xen-syms", "flatten", "generate-vmcoreinfo", "exclude-xen-dom", "split")...); err != nil {
+		return err
+	}
+	if o.dryRun {
+		return &mdfError{"--dry-run cannot be used with --reassemble."}
+	}
+	if len(o.args) == 0 {
+		return usagef("--reassemble needs the split DUMPFILEs and the DUMPFILE to write")
+	}
+	return nil
+}
+
+// checkCreate checks a line that reads VMCORE: a dump, or its log with
+// --dump-dmesg.
+func (o *options) checkCreate() error {
+	g := o.given
+	switch {
+	case o.compress != "" && o.elf:
+		return usagef("-E writes pages uncompressed: it cannot be used with -c, -l, -p, -z or --lz4")
+	case g["vmcoreinfo"] && g["vmlinux"]:
+		return usagef("-i cannot be used with -x")
+	case g["vmcoreinfo"] && g["xen-syms"]:
+		return usagef("-i cannot be used with --xen-syms")
+	case o.dryRun && o.dumpDmesg:
+		return &mdfError{"--dry-run cannot be used with --dump-dmesg."}
+	case o.flatten && o.split:
+		return usagef("--split cannot be used with -F")
+	case o.partialDmesg && !o.dumpDmesg:
+		return usagef("--partial-dmesg is for --dump-dmesg")
+	case o.excludeVmemmap && o.workDir == "":
+		return &mdfError{"-e requires --work-dir"}
+	}
+	n := len(o.args)
+	switch {
+	case n == 2 && !o.flatten && !o.split && !g["diskset"]:
+	case o.split && (n > 2 || g["diskset"] && n == 2):
+		if o.elf {
+			return &mdfError{"Options for splitting dumpfile cannot be used with Elf format."}
+		}
+	case n == 1 && !o.split && g["diskset"]:
+	case n == 1 && o.flatten:
+	case n == 1 && g["mem-usage"]:
+	case o.flatten && o.dumpDmesg:
+		return usagef("need VMCORE (-F --dump-dmesg writes the log to stdout), got %d arguments", n)
+	case o.flatten:
+		return usagef("need VMCORE (-F writes to stdout), got %d arguments", n)
+	case o.split:
+		return usagef("need VMCORE and at least two DUMPFILEs, got %d arguments", n)
+	default:
+		return usagef("need VMCORE and DUMPFILE, got %d arguments", n)
+	}
+	// pagepipe's own: where makedumpfile would take the line and fail
+	// in the run, or the line asks what makedumpfile cannot.
+	if o.dumpDmesg && o.split {
+		return usagef("--dump-dmesg writes one LOGFILE: it cannot be used with --split")
 	}
 	if err := o.dumpOptions(nil).Check(); err != nil {
-		return o, fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	return o, nil
+	return nil
+}
+
+// differences are the lines of a command line pagepipe runs and
+// makedumpfile refuses, in words for --check-params.
+func (o *options) differences() []string {
+	var out []string
+	if o.threads > 0 && o.given["num-threads"] && !o.dumpDmesg && !o.rearrange && !o.reassemble {
+		if o.elf {
+			out = append(out, fmt.Sprintf("pagepipe writes the ELF dump with %d workers (makedumpfile refuses --num-threads with -E)", o.threads))
+		}
+		if o.split {
+			out = append(out, fmt.Sprintf("pagepipe writes the split files with %d workers (makedumpfile refuses --num-threads with --split)", o.threads))
+		}
+	}
+	return out
 }
 
 // priorities are --priority's values.
@@ -343,6 +539,10 @@ func (o *options) outName() string {
 // dumpOptions is the dump the command line asks for; stdout gets a
 // flattened stream (-F).
 func (o *options) dumpOptions(stdout io.Writer) dump.Options {
+	threads := o.threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
 	d := dump.Options{
 		VMCOREINFOFile:  o.vmcoreinfo,
 		Vmlinux:         o.vmlinux,
@@ -351,7 +551,7 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		Vtop:            o.vtop,
 		Levels:          o.levels,
 		Codec:           o.compress,
-		Workers:         o.threads,
+		Workers:         threads,
 		MapSize:         o.mapSizeKiB << 10,
 		ZeroUnreadable:  o.zeroUnreadable,
 		Priority:        priorities[o.priority],
@@ -366,6 +566,9 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 			SizeLimit:     o.sizeLimit,
 			SplitBlockKiB: o.splitblockKB,
 		},
+	}
+	if d.Out.SplitBlockKiB == 0 {
+		d.Out.SplitBlockKiB = 1 << 20 // makedumpfile's default, 1 GiB
 	}
 	switch {
 	case o.nonMmap:
@@ -391,31 +594,63 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 	return d
 }
 
-// memparse reads a size with an optional K, M or G suffix (powers of 1024),
-// as makedumpfile's -L takes it.
+// maxDumpLevel is the highest dump level, every class left out.
+const maxDumpLevel = 31
+
+// memparse reads a size as makedumpfile's -L does (the kernel's
+// memparse): a number in C's notation (0x… hex, 0… octal) and an
+// optional K, M, G, T, P or E (either case), powers of 1024. Zero, a
+// negative number and one past 2^63 are refused.
 func memparse(s string) (int64, error) {
-	mult := int64(1)
-	switch strings.ToUpper(s[len(s)-1:]) {
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	hex := len(s) > 2 && s[0] == '0' && s[1]|0x20 == 'x'
+	num, shift := s, 0
+	if n := len(s); n > 0 {
+		// In hex, E is a digit (strtoull takes it first).
+		if i := strings.IndexByte("KMGTPE", s[n-1]&^0x20); i >= 0 && !(hex && i == 5) {
+			num, shift = s[:n-1], 10*(i+1)
+		}
 	}
-	if mult != 1 {
-		s = s[:len(s)-1]
+	base, digits := 10, num
+	switch {
+	case hex:
+		base, digits = 16, num[2:]
+	case len(num) > 1 && num[0] == '0':
+		base, digits = 8, num[1:]
 	}
-	n, err := strconv.ParseInt(s, 0, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
+	n, err := strconv.ParseUint(digits, base, 64)
+	if err != nil || strings.ContainsAny(digits, "+-_") || n == 0 || n > (1<<63-1)>>shift {
 		return 0, errors.New("not a size")
 	}
-	return n * mult, nil
+	return int64(n << shift), nil
+}
+
+// cAtoi is C's atoi: leading blanks, a sign, digits, and whatever follows
+// ignored; 0 when there are no digits.
+func cAtoi(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	n := 0
+	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9' && n < 1<<31; i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	if neg {
+		return -n
+	}
+	return n
 }
 
 // expandPrefixes rewrites --abbrev[=v] to the one long option it is a
-// unique prefix of; an ambiguous prefix is an error, as in getopt_long.
-func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
+// unique prefix of, as getopt_long does: makedumpfile's long options and
+// pagepipe's own; an ambiguous prefix is an error. pflag's names of
+// options makedumpfile has only as short ones (--force for -f) are not
+// long options.
+func expandPrefixes(args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	for i, a := range args {
 		if a == "--" {
@@ -426,13 +661,13 @@ func expandPrefixes(fs *pflag.FlagSet, args []string) ([]string, error) {
 			continue
 		}
 		name, val, hasVal := strings.Cut(a[2:], "=")
-		if fs.Lookup(name) == nil {
+		if s := optionByLong(name); s == nil || s.shortOnly {
 			var match []string
-			fs.VisitAll(func(f *pflag.Flag) {
-				if !f.Hidden && strings.HasPrefix(f.Name, name) {
-					match = append(match, f.Name)
+			for _, s := range optionTable {
+				if !s.shortOnly && s.status != developer && strings.HasPrefix(s.long, name) {
+					match = append(match, s.long)
 				}
-			})
+			}
 			switch len(match) {
 			case 1:
 				name = match[0]
