@@ -191,6 +191,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if dump != nil {
 		// The header describes the same crash: keep what the input says.
 		m.Utsname, m.CrashTime, m.PhysBase = dump.Header.Utsname, dump.Header.TimestampSec, dump.Sub.PhysBase
+		// But utsname from the dump's memory, as makedumpfile reads it
+		// there: a dump made with --config may have its node name erased.
+		if vi != nil {
+			var uts [kdumpfmt.UtsnameSize]byte
+			if readUtsname(v, vi, &uts) == nil {
+				m.Utsname = uts
+			}
+		}
 		m.NrCPUs = dump.Header.NrCPUs
 	} else {
 		note, err := fillKernelMeta(in.vmcore, vi, m)
