@@ -28,7 +28,7 @@ const (
 
 // archTable is the one place that says which vmcores pagepipe dumps and
 // which are makedumpfile's (Foreign): when pagepipe comes to dump one more
-// (riscv64, ppc64le with 4 KiB pages), its row's pagepipe sizes gain it
+// (ppc64le with 4 KiB pages), its row's pagepipe sizes gain it
 // (TestArchTableMatchesKernel checks the rows against package kernel). A
 // vmcore of a page size no kernel of its architecture uses is damaged,
 // not foreign.
@@ -36,7 +36,7 @@ var archTable = []archRow{
 	{"x86_64", []uint64{kib4}, []uint64{kib4}},
 	{"aarch64", []uint64{kib4, kib16, kib64}, []uint64{kib4, kib16, kib64}},
 	{"ppc64le", []uint64{kib4, kib64}, []uint64{kib64}},
-	{"riscv64", []uint64{kib4}, nil},
+	{"riscv64", []uint64{kib4}, []uint64{kib4}},
 	{"s390x", []uint64{kib4}, nil},
 	{"ppc64", []uint64{kib4, kib64}, nil},
 	{"i386", []uint64{kib4}, nil},

@@ -8,7 +8,7 @@ import (
 
 // archTable agrees with package kernel: the architectures pagepipe dumps
 // any page size of are the ones kernel.ArchByName knows, so a port added
-// there (riscv64) fails here until its row is flipped, and no row hands
+// there (as riscv64 was) fails here until its row is flipped, and no row hands
 // over what pagepipe dumps.
 func TestArchTableMatchesKernel(t *testing.T) {
 	for _, r := range archTable {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pagepipe/erase"
 	"pagepipe/pipeline"
 	"pagepipe/priority"
 	"pagepipe/sink"
@@ -53,6 +54,8 @@ type job struct {
 	ev  Events
 	in  *input
 	res Result
+	// erasure is what the copy pass erases (nil: nothing).
+	erasure *erase.Erasure
 }
 
 // write lays the dump out, creates its files, runs the copy pass and ends
@@ -73,6 +76,12 @@ func (j *job) write(ctx context.Context) (Result, error) {
 	}
 	if err != nil {
 		return j.res, err
+	}
+	switch l := l.(type) {
+	case *splitFiles:
+		j.erasure = j.applyErase(l.bounds)
+	case kdumpLayout:
+		j.erasure = j.applyErase(nil)
 	}
 	t, err := j.createTargets()
 	if err != nil {
@@ -161,6 +170,10 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 	const label = "Copying data"
 	start := time.Now()
 	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total, j.in.mem.PageSize()))
+	if e := j.erasure; e != nil {
+		newReader := cfg.NewReader
+		cfg.NewReader = func() pipeline.PageReader { return &erasingReader{PageReader: newReader(), e: e} }
+	}
 	if !raw {
 		cfg.ExcludeZero, cfg.ZeroUnreadable, cfg.Codec = j.in.meta.ZeroPage, j.o.ZeroUnreadable, j.in.codec
 	}

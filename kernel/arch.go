@@ -43,7 +43,7 @@ type Arch interface {
 type Load struct{ Paddr, Vaddr uint64 }
 
 // supported lists the architectures pagepipe dumps.
-var supported = []Arch{X86_64, ARM64, PPC64LE}
+var supported = []Arch{X86_64, ARM64, PPC64LE, RISCV64}
 
 // ArchByName returns the supported architecture uname -m calls name.
 func ArchByName(name string) (Arch, bool) {

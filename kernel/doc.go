@@ -1,7 +1,8 @@
 // Package kernel holds what pagepipe knows about the crashed Linux kernel
 // itself, as opposed to the dump file that carries its memory: the
-// VMCOREINFO text the kernel exports about its own layout, and the x86_64
-// page-table walk that turns kernel virtual addresses into physical ones.
+// VMCOREINFO text the kernel exports about its own layout, and each
+// architecture's page-table walk (x86_64, arm64, ppc64le, riscv64: Arch)
+// that turns kernel virtual addresses into physical ones.
 //
 // Everything here reads memory through the small PhysReader interface, so the
 // same code serves /proc/vmcore-shaped ELF files, QEMU's ELF dumps and

@@ -95,6 +95,18 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	}
 	fuzzcorpus.Check(t, "FuzzPPC64VtoP", ppc64)
 
+	rv := rvFuzzSeed()
+	riscv := []fuzzcorpus.Seed{
+		{Name: "sv39-page", Args: []any{rv, uint8(0), uint64(0xffffffffc0001234)}},
+		{Name: "sv48-2m-superpage", Args: []any{rv, uint8(1), uint64(0xffffffffc0201234)}},
+		{Name: "sv57-1g-superpage-pbmt", Args: []any{rv, uint8(2), uint64(0xffffffffc0201234)}},
+		{Name: "sv39-linear", Args: []any{rv, uint8(0), uint64(0xffffffd600000000)}},
+		{Name: "non-canonical", Args: []any{rv, uint8(0), uint64(0xff00000000000000)}},
+		{Name: "self-loop", Args: []any{fuzzRecord(0, 511, rvPTE(0, 1)), uint8(2), uint64(0xffffffffffffffff)}},
+		{Name: "no-tables", Args: []any{[]byte{}, uint8(1), uint64(0xffff800000000000)}},
+	}
+	fuzzcorpus.Check(t, "FuzzRISCV64VtoP", riscv)
+
 	r := newRing(3, 8, (-(8 + 1))&prbIDMask)
 	for i := range 12 {
 		r.push(uint64(i)*1e6, uint32(i), fmt.Sprintf("message %d\nline 2 \xff", i))

@@ -115,7 +115,8 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 	mapOff, _ := vi.Offset("mem_section.section_mem_map")
 	// Without the keys (kernels before 5.13 and 5.9), makedumpfile's
 	// per-architecture defaults.
-	arm64 := ArchOf(vi) == ARM64
+	arch := ArchOf(vi)
+	arm64 := arch == ARM64
 	sectionBits, ok := vi.Number("SECTION_SIZE_BITS")
 	if !ok {
 		sectionBits = 27
@@ -135,12 +136,15 @@ func (m *MemMap) sparse(vi *VMCOREINFO, r VirtReader, maxMapnr uint64) error {
 				physBits = 52
 			}
 		}
+		if arch == RISCV64 {
+			physBits = 56
+		}
 	}
 	pageShift := int64(bits.TrailingZeros64(uint64(vi.PageSize())))
 	switch {
 	case msSize <= 0 || msSize > maxSectionSize || mapOff < 0 || mapOff+8 > msSize:
 		return fmt.Errorf("mem_section: SIZE %d and OFFSET(section_mem_map) %d are not plausible", msSize, mapOff)
-	case sectionBits < 20 || sectionBits > 40 || physBits < sectionBits || physBits > 52:
+	case sectionBits < 20 || sectionBits > 40 || physBits < sectionBits || physBits > 56:
 		return fmt.Errorf("mem_section: SECTION_SIZE_BITS %d and MAX_PHYSMEM_BITS %d are not plausible", sectionBits, physBits)
 	}
 	pfnsPerSection := uint64(1) << (sectionBits - pageShift)

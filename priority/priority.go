@@ -375,7 +375,7 @@ const stackSize = 16 << 10
 // the stack the NMI that stopped them runs on.
 func (f *finder) stacks() {
 	notes, _, _, _ := f.m.Notes()
-	spOff, ok := map[string]int{"x86_64": 112 + 19*8, "aarch64": 112 + 31*8}[f.m.Arch().Name()]
+	spOff, ok := map[string]int{"x86_64": 112 + 19*8, "aarch64": 112 + 31*8, "riscv64": 112 + 2*8}[f.m.Arch().Name()]
 	if !ok {
 		f.missing("stacks: no stack pointer offset in NT_PRSTATUS for %s", f.m.Arch().Name())
 		return

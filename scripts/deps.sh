@@ -8,8 +8,10 @@
 # packaging/ builds and checks pagepipe's packages with: debootstrap (the
 # minimal Debian system they are installed into), lintian, and rpm (for
 # rpmbuild), and qemu-user-static, which runs the arm64 pagepipe binary
-# in the tests (issue 19), and qemu-system-ppc, which boots the ppc64le
-# fixture (issue 23).
+# in the tests (issue 19), qemu-system-ppc, which boots the ppc64le
+# fixture (issue 23), and qemu-system-misc (qemu-system-riscv64) with
+# qemu-system-data (OpenSBI), which boot the riscv64 capture fixture
+# (issue 36).
 set -euo pipefail
 
 pkgs=(
@@ -18,7 +20,7 @@ pkgs=(
 	qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs kmod
 	kdump-tools kexec-tools
 	debootstrap lintian rpm
-	qemu-user-static qemu-system-arm qemu-system-ppc
+	qemu-user-static qemu-system-arm qemu-system-ppc qemu-system-misc qemu-system-data
 )
 missing=()
 for p in "${pkgs[@]}"; do

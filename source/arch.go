@@ -39,7 +39,7 @@ func (e *ArchError) Unwrap() error { return ErrUnsupported }
 
 // supportedNames lists the supported architectures for messages.
 func supportedNames() string {
-	return kernel.X86_64.Name() + ", " + kernel.ARM64.Name() + " and " + kernel.PPC64LE.Name()
+	return kernel.X86_64.Name() + ", " + kernel.ARM64.Name() + ", " + kernel.PPC64LE.Name() + " and " + kernel.RISCV64.Name()
 }
 
 // Unsupported marks err, which says why an input cannot be dumped right

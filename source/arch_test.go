@@ -12,7 +12,7 @@ import (
 	"pagepipe/kdumpfmt"
 )
 
-// Every architecture but x86_64, aarch64 and ppc64le is refused by its
+// Every architecture but x86_64, aarch64, ppc64le and riscv64 is refused by its
 // ELF header, whatever its class and byte order, with an error naming it;
 // the supported ones open with their architecture.
 func TestParseELFRefusesOtherArchitectures(t *testing.T) {
@@ -24,7 +24,7 @@ func TestParseELFRefusesOtherArchitectures(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, err := Open(path)
-			if a == synth.X86_64 || a == synth.AArch64 || a == synth.PPC64LE {
+			if a == synth.X86_64 || a == synth.AArch64 || a == synth.PPC64LE || a == synth.RISCV64 {
 				if err != nil {
 					t.Fatalf("%s: %v", a, err)
 				}
@@ -58,7 +58,7 @@ func TestParseELFRefusesForeignVMCOREINFO(t *testing.T) {
 		{"x86_64", synth.DefaultVMCOREINFO, "", 4096},
 		{"none", "", "", 4096},
 		{"arm64 keys", "OSRELEASE=6.1.0-57-arm64\nPAGESIZE=4096\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0xffffb03beb800000\n", "the ELF header says x86_64 but VMCOREINFO NUMBER(kimage_voffset) is aarch64's", 0},
-		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "riscv64 vmcores", 0},
+		{"riscv keys", "OSRELEASE=6.1\nNUMBER(phys_ram_base)=0x80000000\n", "the ELF header says x86_64 but VMCOREINFO NUMBER(phys_ram_base) is riscv64's", 0},
 		{"ppc64 keys", "OSRELEASE=6.1\nSYMBOL(vmemmap_list)=c0000000029b6b88\n", "the ELF header says x86_64 but VMCOREINFO SYMBOL(vmemmap_list) is ppc64le's", 0},
 		{"s390 keys", "OSRELEASE=6.1\nSYMBOL(lowcore_ptr)=1c0c8a8\n", "s390x vmcores", 0},
 		{"16k pages", "OSRELEASE=6.1\nPAGESIZE=16384\n", "", 16384},

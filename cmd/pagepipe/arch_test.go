@@ -17,8 +17,9 @@ import (
 // file exists (issue 14: an arm64 vmcore used to give a dump whose header
 // said x86_64, which no reader could use). So is an arm64 vmcore whose
 // VMCOREINFO lacks a key the page-table walk needs (the generated one has
-// no SYMBOL(swapper_pg_dir)), and a dump whose header was made to say
-// aarch64 over an x86_64 kernel's VMCOREINFO (issue 19).
+// no SYMBOL(swapper_pg_dir)), as is a riscv64 one without
+// va_kernel_pa_offset, and a dump whose header was made to say aarch64 or
+// riscv64 over an x86_64 kernel's VMCOREINFO (issues 19, 36).
 func TestOtherArchitecturesRefused(t *testing.T) {
 	dir := t.TempDir()
 	// An x86_64 dump whose header is then made to say another machine:
@@ -40,6 +41,12 @@ func TestOtherArchitecturesRefused(t *testing.T) {
 			// swapper_pg_dir either; the x86_64 one's none of its keys.
 			want[true] = "ppc64le vmcore: vmcoreinfo: missing SYMBOL(swapper_pg_dir), which the ppc64 page-table walk needs"
 			want[false] = want[true]
+		}
+		if a == synth.RISCV64 {
+			// The generated riscv64 machine's VMCOREINFO is a 6.1 kernel's
+			// before va_kernel_pa_offset, without swapper_pg_dir.
+			want[true] = "riscv64 vmcore: vmcoreinfo: missing NUMBER(va_kernel_pa_offset), which the riscv64 page-table walk needs"
+			want[false] = "riscv64 vmcore: vmcoreinfo: missing NUMBER(VA_BITS), which the riscv64 page-table walk needs"
 		}
 		vmcore := writeShape(t, dir, a.String(), synth.ForeignMachine(a, 8))
 		dump := filepath.Join(dir, a.String()+".dump")

@@ -72,6 +72,11 @@ type KernelSpec struct {
 	// 16 KiB pages. x86_64 machines ignore them.
 	VABits, VABitsActual int
 	PA52                 bool
+	// VmemmapPages maps a riscv64 machine's vmemmap in 4 KiB pages
+	// instead of 2 MiB superpages, as the kernel does where it cannot
+	// allocate a whole 2 MiB block for a section's struct pages
+	// (vmemmap_populate_hugepages falls back to base pages).
+	VmemmapPages bool
 	// Lean makes machines of several TiB cheap (KernelMachine sets it
 	// above 256 GiB): the struct pages of a free block's pages past its
 	// head are all zero, and a page of struct pages that holds nothing
@@ -146,6 +151,7 @@ type statusRange struct {
 type kmem struct {
 	prof       *profile
 	arm        *arm64Layout // nil: x86_64
+	rv         *riscvLayout // nil: not riscv64
 	ks         KernelSpec
 	seed       uint64
 	segs       []Segment // the spec's (RAM)
@@ -215,7 +221,7 @@ func kernelOf(s *Spec) (*kmem, error) {
 	e := v.(*kernelCacheEntry)
 	e.mu.Lock()
 	for _, k := range slices.Backward(e.kms) {
-		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && k.ps == s.PageBytes() &&
+		if k.ks == *s.Kernel && k.seed == s.Seed && (k.arm != nil) == (s.Arch == AArch64) && (k.rv != nil) == (s.Arch == RISCV64) && k.ps == s.PageBytes() &&
 			(slices.Equal(k.segs, s.Segments) || slices.Equal(k.fileSegs, s.Segments)) {
 			e.mu.Unlock()
 			return k, nil
@@ -257,6 +263,9 @@ func buildKernel(s *Spec) (*kmem, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ks.VmemmapPages && s.Arch != RISCV64 {
+		return nil, errors.New("synth: VmemmapPages is for riscv64 machines")
+	}
 	if ks.Unaccepted && prof.name != "6.12" {
 		return nil, fmt.Errorf("synth: unaccepted memory needs the 6.12 profile, not %s", prof.name)
 	}
@@ -282,6 +291,18 @@ func buildKernel(s *Spec) (*kmem, error) {
 			p.pg.hwpoison--
 		}
 		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-arm64", 1)
+		k.prof = &p
+	}
+	if s.Arch == RISCV64 {
+		if k.rv, err = newRISCVLayout(ks, k.shift); err != nil {
+			return nil, err
+		}
+		// riscv64 has no PG_uncached either (x86's, gone in 6.12).
+		p := *prof
+		if !p.atLeast(6, 12) {
+			p.pg.hwpoison--
+		}
+		p.osrelease = strings.Replace(p.osrelease, "-amd64", "-riscv64", 1)
 		k.prof = &p
 	}
 	k.pps = 1 << (k.sectionBits - k.shift)
@@ -416,6 +437,9 @@ func (k *kmem) physBits() int {
 	if k.arm != nil {
 		return k.arm.physBits()
 	}
+	if k.rv != nil {
+		return rvMaxPhysmemBits
+	}
 	return maxPhysmemBits
 }
 
@@ -443,6 +467,8 @@ func (k *kmem) virtualLayout() {
 	k.pageOffset, k.vmemmap, k.vmallocStart = directMapBase, vmemmapBaseL4, vmallocBaseL4
 	if k.arm != nil {
 		k.virtualLayoutARM64()
+	} else if k.rv != nil {
+		k.virtualLayoutRISCV64()
 	} else if k.ks.KASLR {
 		// kernel_randomize_memory moves each region up in PUD (1 GiB)
 		// steps; the direct map stays below vmalloc and vmemmap.
@@ -511,6 +537,9 @@ func (k *kmem) place() error {
 	if k.arm != nil {
 		armImg, mbPages = k.placeARM64(img, rootPages+uint64(len(rootUsed))+misc, nPresent)
 	}
+	if k.rv != nil {
+		armImg, mbPages = k.placeRISCV64(rootPages + uint64(len(rootUsed)) + misc)
+	}
 
 	slides := []uint64{0}
 	if k.ks.KASLR {
@@ -520,12 +549,12 @@ func (k *kmem) place() error {
 		}
 		slides = append(slides, 0)
 	}
-	if k.arm != nil {
+	if k.arm != nil || k.rv != nil {
 		slides = []uint64{0}
 	}
 	for _, j := range slides {
 		imgLo := (defaultPhysStart + j*bigPage2M) / k.ps
-		if k.arm != nil {
+		if k.arm != nil || k.rv != nil {
 			imgLo = armImg
 		}
 		imgHi := imgLo + img/k.ps
@@ -562,6 +591,12 @@ func (k *kmem) place() error {
 	if k.arm != nil {
 		k.textVA = k.arm.modulesEnd + k.kaslrOffset // KIMAGE_VADDR + KERNELOFFSET
 		k.arm.kimageVoffset = k.textVA - k.imgLo*k.ps
+	}
+	if r := k.rv; r != nil {
+		k.textVA = rvKernelLinkAddr
+		r.vaKernelPAOff = rvKernelLinkAddr - k.imgLo*k.ps
+		r.modulesEnd = rvKernelLinkAddr                       // PFN_ALIGN(_start)
+		r.modulesVaddr = rvKernelLinkAddr + img - bigPage1G*2 // PFN_ALIGN(_end) - SZ_2G
 	}
 
 	// One chunk of struct pages per present section (2 MiB with 4 KiB
@@ -695,12 +730,18 @@ func (k *kmem) va(pa uint64) uint64 {
 	if k.arm != nil {
 		return (pa - k.arm.physOffset) | k.pageOffset
 	}
+	if k.rv != nil {
+		return pa - k.rv.physRAMBase + k.pageOffset
+	}
 	return k.pageOffset + pa
 }
 
 func (k *kmem) kva(pa uint64) uint64 {
 	if k.arm != nil {
 		return pa + k.arm.kimageVoffset
+	}
+	if k.rv != nil {
+		return pa + k.rv.vaKernelPAOff
 	}
 	return startKernelMap + pa - uint64(k.physBase)
 }
@@ -750,6 +791,10 @@ func (b *ptBuilder) mapLarge(top, va, pa uint64, shift uint, flags uint64) {
 func (k *kmem) buildTables() {
 	if k.arm != nil {
 		k.buildTablesARM64()
+		return
+	}
+	if k.rv != nil {
+		k.buildTablesRISCV64()
 		return
 	}
 	top := k.imgLo + (k.imgHi-k.imgLo)*5/8
@@ -855,7 +900,7 @@ func (k *kmem) buildGlobals() {
 		binary.LittleEndian.PutUint32(pg[0:], 3) // kref
 	}
 	for i, s := range []string{"Linux", fmt.Sprintf("synth-%04x", k.seed&0xffff), k.prof.osrelease,
-		k.prof.version, map[bool]string{false: "x86_64", true: "aarch64"}[k.arm != nil], "(none)"} {
+		k.prof.version, k.machine(), "(none)"} {
 		copy(pg[base+uint64(i)*utsLen:], s)
 	}
 	k.sym["init_uts_ns"] = k.kva(globals * k.ps)
@@ -886,4 +931,15 @@ func (k *kmem) buildGlobals() {
 	k.sym["log_first_idx"] = at(0.90, 0x2d4)
 	k.sym["clear_idx"] = at(0.90, 0x320)
 	k.sym["log_next_idx"] = at(0.90, 0x2e0)
+}
+
+// machine is utsname's machine: the architecture as uname -m names it.
+func (k *kmem) machine() string {
+	switch {
+	case k.arm != nil:
+		return "aarch64"
+	case k.rv != nil:
+		return "riscv64"
+	}
+	return "x86_64"
 }

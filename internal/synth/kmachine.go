@@ -112,6 +112,9 @@ func (k *kmem) fileSegments() []Segment {
 	for _, g := range k.segs {
 		if g.FileSize > 0 {
 			g.Vaddr = k.pageOffset + g.Paddr
+			if k.rv != nil {
+				g.Vaddr = k.va(g.Paddr)
+			}
 			segs = append(segs, g)
 		}
 	}

@@ -190,8 +190,8 @@ func (s Spec) Validate() error {
 	if _, ok := archs[s.Arch]; !ok {
 		return fmt.Errorf("synth: unknown architecture %d", int(s.Arch))
 	}
-	if s.Kernel != nil && s.Arch != X86_64 && s.Arch != AArch64 {
-		return fmt.Errorf("synth: a kernel machine is x86_64 or aarch64, not %v", s.Arch)
+	if s.Kernel != nil && s.Arch != X86_64 && s.Arch != AArch64 && s.Arch != RISCV64 {
+		return fmt.Errorf("synth: a kernel machine is x86_64, aarch64 or riscv64, not %v", s.Arch)
 	}
 	if s.Kernel != nil {
 		if _, err := kernelOf(&s); err != nil {

@@ -129,10 +129,14 @@ func kallsyms(k *kmem) []kv { // 6.0+
 }
 
 // archX86 is arch_crash_save_vmcoreinfo (x86_64); sme_mask arrived in 5.x.
-// An arm64 machine gets arm64's instead (archARM64).
+// An arm64 or riscv64 machine gets its own instead (archARM64,
+// archRISCV64).
 func archX86(k *kmem, smeMask bool) []kv {
 	if k.arm != nil {
 		return archARM64(k)
+	}
+	if k.rv != nil {
+		return archRISCV64(k)
 	}
 	l := []kv{
 		viNum("phys_base", k.physBase),

@@ -85,12 +85,16 @@ func (v *Vmcore) layout() (*layout, error) {
 		privateBit: bit("PG_private"),
 		swapcache:  bit("PG_swapcache"),
 		swapbacked: bit("PG_swapbacked"),
-		hwpoison:   bit("PG_hwpoison"),
 		headMask:   num("NUMBER(PG_head_mask)"),
 		maxOrder:   num("LENGTH(zone.free_area)"),
 	}
 	if err != nil {
 		return nil, err
+	}
+	// PG_hwpoison exists only with CONFIG_MEMORY_FAILURE (Debian's riscv64
+	// kernel has none): without it no page is poisoned.
+	if _, ok := v.Info["NUMBER(PG_hwpoison)"]; ok {
+		l.hwpoison = bit("PG_hwpoison")
 	}
 	// 7.1 renamed compound_head to compound_info; bit 0 marks a tail in both.
 	if _, ok := v.Info["OFFSET(page.compound_info)"]; ok {
@@ -342,7 +346,7 @@ func (m *Machine) sections() ([]section, error) {
 	if err != nil {
 		return nil, err
 	}
-	if size == 0 || off+8 > size || sectionBits < 12 || physBits <= sectionBits || physBits > 52 {
+	if size == 0 || off+8 > size || sectionBits < 12 || physBits <= sectionBits || physBits > 56 {
 		return nil, fmt.Errorf("mem_section: SIZE %d, OFFSET(section_mem_map) %d, SECTION_SIZE_BITS %d, MAX_PHYSMEM_BITS %d", size, off, sectionBits, physBits)
 	}
 	perRoot := v.PageSize / size
