@@ -11,7 +11,7 @@ FUZZTIME ?= 20s
 # the worker's, which scripts/fuzz.sh checks.
 FUZZPARALLEL ?= 1
 
-.PHONY: build test demo bench bench-compare bench-filter bench-rss bench-scaling bench-serial install deps fixtures lint fuzz fuzz-corpus clean
+.PHONY: build test demo bench bench-compare bench-cores bench-filter bench-rss bench-scaling bench-serial install deps fixtures lint fuzz fuzz-corpus clean
 
 # Both static: bin/pagepipe is what a capture kernel's initramfs carries,
 # bin/pagepipe-bench (the bench, gen-vmcore) stays on the developer's side.
@@ -81,6 +81,21 @@ bench-scaling: build deps
 bench-serial: build deps
 	./$(BENCHBIN) --vs "$$(fixtures/peer.sh makedumpfile-sid | tail -n 1)" --workers 1 --cpus 1 --codec l,c,z \
 		--dump-level 31 --runs 7 --out docs/scaling/issue16 "$$(fixtures/make-vmcore.sh --ram 4096 | tail -n 1)/vmcore"
+
+# The many-core study (docs/scaling.md, "Many cores"): the seeds' tables 001
+# (1 to 16 workers on the widest CPU set) and 003 (1 to 16 CPUs, a worker
+# each) for -l and -c at -d 31 and -d 1, on a kernel machine it generates
+# itself, rounds until CORES_BUDGET would be passed, into CORES_OUT. It
+# needs nothing but the two static binaries: where Go is, it builds them;
+# on a machine without Go (or whose build fails), carry bin/ from here.
+CORES_OUT    ?= docs/scaling/cores/$(shell nproc 2>/dev/null || echo 1)-cpus
+CORES_BUDGET ?= 8m
+CORES_ARGS   ?=
+bench-cores:
+	@if command -v $(GO) >/dev/null 2>&1 && $(MAKE) --no-print-directory build; then :; \
+	elif test -x $(BIN) && test -x $(BENCHBIN); then echo "bench-cores: not built here: measuring the carried $(BIN) and $(BENCHBIN)"; \
+	else echo "bench-cores: no $(BIN) and $(BENCHBIN), and no $(GO) to build them: run make build where Go is and carry bin/"; exit 1; fi
+	$(BENCHBIN) cores --pagepipe $(BIN) --budget $(CORES_BUDGET) --out $(CORES_OUT) $(CORES_ARGS)
 
 # Peak RSS at 4 workers on generated machines of 1 GiB to 4 TiB, default
 # budget and --cyclic-buffer 8192, and the page scan beside makedumpfile's.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
@@ -364,5 +365,83 @@ func TestWriteAllOneWorkerCount(t *testing.T) {
 	}
 	if _, err := WriteAll(t.TempDir(), s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCoresConfigs(t *testing.T) {
+	cfgs := CoresConfigs([]int{1, 2, 4}, [][]int{{0, 1, 2, 3}, {0}, {0, 1}}, []string{"l", "c"}, []int{31})
+	var got []string
+	for _, c := range cfgs {
+		got = append(got, fmt.Sprintf("%s w%d cpus %s", codecFlag(c.Codec), c.Workers, c.CPUList()))
+	}
+	want := []string{
+		// Table 001: every worker count on the widest set; 003: a worker
+		// per CPU on each narrower one (the widest set's is 001's).
+		"-l w1 cpus 0-3", "-l w2 cpus 0-3", "-l w4 cpus 0-3", "-l w1 cpus 0", "-l w2 cpus 0-1",
+		"-c w1 cpus 0-3", "-c w2 cpus 0-3", "-c w4 cpus 0-3", "-c w1 cpus 0", "-c w2 cpus 0-1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("configs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A cores study's tables: 001 on the widest set, with the speed-up over one
+// worker and the 1-CPU run's model; 003 a row per CPU set.
+func TestCoresTables(t *testing.T) {
+	s := &Study{Vmcore: "/x/vmcore", BytesIn: 1 << 30, UsableCPUs: "0-3", Host: &Host{CPUModel: "Test CPU", OnlineCPUs: 4, MemTotalKiB: 8 << 20},
+		Machine: Machine{ReadRate: 5e9, WriteRate: 2e9, Capacity: map[string]float64{"0": 1, "0-1": 2, "0-3": 4}}}
+	for round := 1; round <= 3; round++ {
+		for _, c := range CoresConfigs([]int{1, 2, 4}, [][]int{{0}, {0, 1}, {0, 1, 2, 3}}, []string{"c"}, []int{31}) {
+			s.Runs = append(s.Runs, fakeRun(c.Workers, c.CPUs, float64(len(c.CPUs)), 0.5, 4, round))
+		}
+	}
+	if err := s.Analyze(); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteCoresTables(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, re := range []string{
+		`(?m)^host: Test CPU, 4 CPUs online, 8\.0 GiB`,
+		`(?m)^\[001\] -c -d 31, CPUs 0-3 \(4\.00 cores\)`,
+		`(?m)^\s*threads:\s+1\s+2\s+4\s*$`,
+		// wall 4.5, 2.5, 1.5 s: the costs follow the model, which says the same.
+		`(?m)^\s*speed-up\(times\):\s+1\.00\s+1\.80\s+3\.00\s*$`,
+		`(?m)^\s*model \(1-CPU run\):\s+239\s+429\s+716\s*$`,
+		`(?m)^\s*pagepipe:\s+239\s+429\s+716\s*$`,
+		`(?m)^\[003\] -c -d 31: .*\n\s*#cpus.*\n\s*1\s+0\s+1\s+239\s+239\s+1\.00\s+239\s+1\.00\s+4\.500\s*\n\s*2\s+0-1\s+2\s+215\s+429\s+0\.90\s+215\s+2\.00\s+4\.500\s*\n\s*4\s+0-3\s+4\s+179\s+716\s+0\.75\s+179\s+4\.00\s+4\.500\s*$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no match for %s in:\n%s", re, out)
+		}
+	}
+	paths, err := WriteCoresAll(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 7 {
+		t.Errorf("wrote %v", paths)
+	}
+}
+
+// Every operation of the CPU cost table runs and takes time.
+func TestMeasureCPUCosts(t *testing.T) {
+	costs, err := MeasureCPUCosts(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(costs) < 8 {
+		t.Fatalf("%d operations", len(costs))
+	}
+	var b bytes.Buffer
+	if err := WriteCPUCosts(&b, costs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range costs {
+		if c.Ops <= 0 || c.Wall <= 0 || !strings.Contains(b.String(), c.Name) {
+			t.Errorf("%+v", c)
+		}
 	}
 }

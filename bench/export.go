@@ -63,6 +63,12 @@ func WriteJSON(w io.Writer, s *Study) error {
 // results.json, and the plots as PNG and SVG. It returns the paths
 // written.
 func WriteAll(dir string, s *Study) ([]string, error) {
+	return writeStudy(dir, s, WriteTables, WritePlots)
+}
+
+// writeStudy writes tables.txt with tables, results.csv, results.json
+// and the plots that plots draws into dir.
+func writeStudy(dir string, s *Study, tables func(io.Writer, *Study) error, plots func(string, *Study) ([]string, error)) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
@@ -71,7 +77,7 @@ func WriteAll(dir string, s *Study) ([]string, error) {
 		name  string
 		write func(io.Writer, *Study) error
 	}{
-		{"tables.txt", WriteTables},
+		{"tables.txt", tables},
 		{"results.csv", WriteCSV},
 		{"results.json", WriteJSON},
 	} {
@@ -81,8 +87,8 @@ func WriteAll(dir string, s *Study) ([]string, error) {
 		}
 		paths = append(paths, path)
 	}
-	plots, err := WritePlots(dir, s)
-	return append(paths, plots...), err
+	drawn, err := plots(dir, s)
+	return append(paths, drawn...), err
 }
 
 func writeFile(path string, write func(io.Writer) error) error {

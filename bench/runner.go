@@ -30,8 +30,14 @@ type Runner struct {
 	// Progress gets a line per run; on a terminal (TTY) it is redrawn.
 	Progress io.Writer
 	TTY      bool
+	// AfterRun, when set, sees each run's dump before it is removed.
+	AfterRun func(c Config, dump string) error
+	// Deadline, when set, ends the study early, at a round's end: no round
+	// starts that would end past it by the last round's time (the first
+	// always runs). Notes say so.
+	Deadline time.Time
 	// Notes collect what happened besides the measurements: makedumpfile
-	// runs that failed and were run again.
+	// runs that failed and were run again, rounds left out for the deadline.
 	Notes []string
 }
 
@@ -44,12 +50,18 @@ const mdfAttempts = 3
 
 // Run runs every configuration Rounds times, round by round (each round
 // runs every configuration once, so that slow drifts of the machine touch
-// all of them alike).
+// all of them alike), or fewer rounds where Deadline says so.
 func (r *Runner) Run(ctx context.Context, cfgs []Config) ([]Run, error) {
 	var runs []Run
 	total := len(cfgs) * r.Rounds
 	start := time.Now()
+	roundStart := start
 	for round := 1; round <= r.Rounds; round++ {
+		if last := time.Since(roundStart); round > 1 && !r.Deadline.IsZero() && time.Now().Add(last).After(r.Deadline) {
+			r.Notes = append(r.Notes, fmt.Sprintf("%d of %d rounds: a round took %s, and another would have ended past the time budget", round-1, r.Rounds, last.Round(time.Second)))
+			break
+		}
+		roundStart = time.Now()
 		for _, c := range cfgs {
 			if err := ctx.Err(); err != nil {
 				return runs, err
@@ -91,6 +103,9 @@ func (r *Runner) progress(finished bool, line string, last bool) {
 		fmt.Fprintln(r.Progress, line)
 	}
 }
+
+// One runs a configuration once, pinned to its CPUs.
+func (r *Runner) One(ctx context.Context, c Config) (Run, error) { return r.one(ctx, c) }
 
 // one runs a configuration once.
 func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
@@ -134,6 +149,11 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 	st, err := os.Stat(dumpPath)
 	if err != nil {
 		return Run{}, fmt.Errorf("%s wrote no dump: %w", c.Program, err)
+	}
+	if r.AfterRun != nil {
+		if err := r.AfterRun(c, dumpPath); err != nil {
+			return Run{}, err
+		}
 	}
 	run := Run{
 		Config:    c,

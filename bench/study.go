@@ -15,8 +15,13 @@ type Study struct {
 	Vmcore  string `json:"vmcore"`
 	// BytesIn is the crashed machine's memory (pages with data × page size):
 	// every throughput is this over wall seconds.
-	BytesIn      int64     `json:"bytes_in"`
-	UsableCPUs   string    `json:"usable_cpus"`
+	BytesIn    int64  `json:"bytes_in"`
+	UsableCPUs string `json:"usable_cpus"`
+	// Host is the machine, Pagepipe the binary measured (its version and
+	// SHA-256): set by the cores study, which runs where the code was not
+	// built.
+	Host         *Host     `json:"host,omitempty"`
+	Pagepipe     string    `json:"pagepipe,omitempty"`
 	Makedumpfile string    `json:"makedumpfile_version,omitempty"`
 	Notes        []string  `json:"notes"`
 	Machine      Machine   `json:"machine"`

@@ -59,7 +59,7 @@ func loadAddrs(v *source.Vmcore) []kernel.Load {
 	return l
 }
 
-func readUtsname(v *source.Vmcore, vi *kernel.VMCOREINFO, dst *[kdumpfmt.UtsnameSize]byte) error {
+func readUtsname(v source.Memory, vi *kernel.VMCOREINFO, dst *[kdumpfmt.UtsnameSize]byte) error {
 	sym, err := vi.RequireSymbol("init_uts_ns")
 	if err != nil {
 		return err

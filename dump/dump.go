@@ -87,6 +87,23 @@ type Options struct {
 	// VMCOREINFOFile is makedumpfile's -i: the kernel's VMCOREINFO for a
 	// vmcore without the note.
 	VMCOREINFOFile string
+	// Vmlinux is makedumpfile's -x: the kernel's debug vmlinux, whose
+	// DWARF gives FilterConfig its types and symbols.
+	Vmlinux string
+	// FilterConfig is makedumpfile's --config: a filter config
+	// (makedumpfile.conf(5)) whose erase commands overwrite sensitive
+	// data in the dump with 'X' (package erase), recorded in its
+	// ERASEINFO. It is resolved before any output exists; a line that
+	// does not resolve refuses the dump.
+	FilterConfig string
+	// ModuleDebuginfo is where a config's [module] sections find their
+	// module's debuginfo (NAME.ko or NAME.ko.debug, searched below it);
+	// "" looks where makedumpfile looks (/usr/lib/debug/lib/modules/REL).
+	ModuleDebuginfo string
+	// Vtop is makedumpfile's --vtop: the kernel virtual address whose
+	// translation through the crashed kernel's page tables is printed
+	// (each table entry read on x86_64) before the dump is made; 0: none.
+	Vtop uint64
 	// Levels are the dump levels, tried in order while the output is full
 	// (ErrOutputFull); at least one.
 	Levels []Level

@@ -1,8 +1,12 @@
 package dump
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"pagepipe/bitmap"
@@ -62,9 +66,46 @@ func (j *job) elfLayout(ctx context.Context) (layout, error) {
 	for i, l := range v.Loads {
 		segs[i] = sink.ELFSegment{Paddr: l.Paddr, Vaddr: l.Vaddr, MemSize: l.MemSize, Flags: l.Flags, Align: l.Align}
 	}
-	l := sink.NewELFLayout(v.PageSize(), v.Ehdr, v.NotePhdr, uint64(len(v.Info.Notes)), segs, keep)
+	notes := v.Info.Notes
+	noteSize := uint64(len(notes))
+	eraseSize := 0
+	if f := j.in.eraseFilter; f != nil {
+		eraseSize = f.ELFNoteSize()
+		noteSize = eraseinfoNoteEnd(len(notes), eraseSize)
+	}
+	l := sink.NewELFLayout(v.PageSize(), v.Ehdr, v.NotePhdr, noteSize, segs, keep)
+	if eraseSize > 0 {
+		// A page the file holds twice (the kernel image's PT_LOAD and the
+		// RAM one that aliases it) is erased in both copies: makedumpfile
+		// erases only the first one it writes.
+		runs := mergedRuns(l.PageRuns())
+		written := func(pfn uint64) bool {
+			i := sort.Search(len(runs), func(i int) bool { return runs[i].Pfn+runs[i].Pages > pfn })
+			return i < len(runs) && runs[i].Pfn <= pfn
+		}
+		j.erasure = j.in.eraseFilter.Apply(v.PageSize(), written)
+		notes = eraseinfoNote(notes, j.erasure.Text(), eraseSize)
+		// makedumpfile enlarges the PT_NOTE's p_filesz only.
+		binary.LittleEndian.PutUint64(l.NotePhdr[40:], binary.LittleEndian.Uint64(v.NotePhdr[40:]))
+	}
 	j.ev.Notef(Debug, "ELF dump: %d PT_LOADs, %d bytes\n", len(l.Loads), l.Size)
-	return &elfFile{l: l, notes: v.Info.Notes, zeros: zeros}, nil
+	return &elfFile{l: l, notes: notes, zeros: zeros}, nil
+}
+
+// mergedRuns is the pages of runs (in file order, some overlapping) as
+// disjoint runs in pfn order.
+func mergedRuns(runs []sink.ELFPageRun) []sink.ELFPageRun {
+	runs = slices.Clone(runs)
+	slices.SortFunc(runs, func(a, b sink.ELFPageRun) int { return cmp.Compare(a.Pfn, b.Pfn) })
+	var out []sink.ELFPageRun
+	for _, r := range runs {
+		if n := len(out); n > 0 && out[n-1].Pfn+out[n-1].Pages >= r.Pfn {
+			out[n-1].Pages = max(out[n-1].Pages, r.Pfn+r.Pages-out[n-1].Pfn)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // zeroMarker is the zero scan's pipeline writer: it clears the zero pages

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"pagepipe/codec"
@@ -53,6 +54,23 @@ func inspect(d *source.Dump, w io.Writer, format string) error {
 	fmt.Fprintf(w, "dump level      : %d\n", s.DumpLevel)
 	fmt.Fprintf(w, "notes           : %d bytes at %d\n", s.SizeNote, s.OffsetNote)
 	fmt.Fprintf(w, "vmcoreinfo      : %d bytes at %d\n", s.SizeVmcoreinfo, s.OffsetVmcoreinfo)
+	if s.SizeEraseinfo > 0 {
+		// What --config erased, as makedumpfile's and pagepipe's
+		// ERASEINFO records it: "erase EXPR size N" lines.
+		text, err := inputEraseinfo(d)
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+		fmt.Fprintf(w, "eraseinfo       : %d bytes at %d, %d lines\n", s.SizeEraseinfo, s.OffsetEraseinfo, len(lines))
+		const show = 32
+		for _, l := range lines[:min(show, len(lines))] {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+		if len(lines) > show {
+			fmt.Fprintf(w, "  … %d more\n", len(lines)-show)
+		}
+	}
 	if s.Split != 0 {
 		fmt.Fprintf(w, "split           : pfns [%d, %d)\n", s.StartPFN64, s.EndPFN64)
 	}

@@ -3,6 +3,7 @@ package dump
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/codec"
+	"pagepipe/debuginfo"
+	"pagepipe/erase"
 	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
@@ -36,6 +39,11 @@ type input struct {
 	codec   *codec.Codec // nil: pages stored raw
 	meta    *sink.Meta
 	vi      *kernel.VMCOREINFO // nil: none
+	// eraseFilter is --config resolved (nil: none); eraseinfo a
+	// refiltered dump's own ERASEINFO, carried on.
+	eraseFilter *erase.Filter
+	eraseinfo   []byte
+	dwarf       *debuginfo.DWARF // -x
 }
 
 // prepare opens the input and runs the filter pass.
@@ -57,6 +65,11 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		if debugging(ev) {
 			m.MapStats().KeepWindows() // named in the copy pass's debug lines
 		}
+		if o.useMmap() {
+			// The kernel's metadata (page tables, mem_section, the
+			// priority search's structures) through mmap windows too.
+			m.MapReads(source.MetadataMapSize, source.MetadataWindows)
+		}
 	case *source.Dump:
 		dump = m
 	case interface{ Unwrap() *source.Dump }:
@@ -71,6 +84,22 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	vi, err := loadVMCOREINFO(v, o.VMCOREINFOFile)
 	if err != nil {
 		return nil, err
+	}
+	if o.Vmlinux != "" {
+		if in.dwarf, err = debuginfo.OpenDWARF(o.Vmlinux); err != nil {
+			return nil, fmt.Errorf("-x: %w", err)
+		}
+		if vi, err = fillFromVmlinux(vi, in.dwarf, v.Arch()); err != nil {
+			return nil, fmt.Errorf("-x %s: %w", o.Vmlinux, err)
+		}
+	}
+	if vi, err = withDefaults(vi, in.vmcore); err != nil {
+		return nil, err
+	}
+	if _, _, _, noteSize := v.Notes(); noteSize == 0 && vi != nil {
+		if vi, err = memSectionArray(vi, v); err != nil {
+			return nil, err
+		}
 	}
 	in.vi = vi
 	if err := v.Arch().Check(vi); err != nil {
@@ -95,6 +124,20 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 			ev.Notef(Debug, "mem_map not found (%v): dumping every page with data\n", err)
 			kern = nil
 		}
+		if kern != nil && o.useMmap() {
+			kern.MapSize = o.MapSize // the page scan's struct pages, too
+		}
+	}
+	if o.Vtop != 0 && vi != nil {
+		printVtop(ev, v, vi, o.Vtop)
+	}
+	if in.eraseinfo, err = inputEraseinfo(dump); err != nil {
+		return nil, err
+	}
+	if o.FilterConfig != "" {
+		if in.eraseFilter, err = resolveConfig(o, ev, v, vi, in.dwarf); err != nil {
+			return nil, err
+		}
 	}
 	var vm *filter.Vmemmap
 	if o.ExcludeVmemmap {
@@ -104,6 +147,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	cycle := cycleOf(o, ev)
 	in.partial = partialPages(o, ev, cycle, v.Pfns())
 	window := cycleWindow(o, ev, cycle)
+	if in.vmcore != nil && o.useMmap() {
+		// The windows stay mapped while their page tables (a 512th of
+		// what they map) come to a quarter of the bitmap budget at most.
+		avail, _ := filter.Available()
+		keep := int64(cycle.ChooseBudget(avail).Bytes) / 4 * 512
+		in.vmcore.KeepWindows(keep)
+		ev.Notef(Debug, "the readers keep their windows of the vmcore while they map at most %d bytes\n", keep)
+	}
 	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
 	}
@@ -156,6 +207,14 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if dump != nil {
 		// The header describes the same crash: keep what the input says.
 		m.Utsname, m.CrashTime, m.PhysBase = dump.Header.Utsname, dump.Header.TimestampSec, dump.Sub.PhysBase
+		// But utsname from the dump's memory, as makedumpfile reads it
+		// there: a dump made with --config may have its node name erased.
+		if vi != nil {
+			var uts [kdumpfmt.UtsnameSize]byte
+			if readUtsname(v, vi, &uts) == nil {
+				m.Utsname = uts
+			}
+		}
 		m.NrCPUs = dump.Header.NrCPUs
 	} else {
 		note, err := fillKernelMeta(in.vmcore, vi, m)
@@ -301,6 +360,74 @@ func loadVMCOREINFO(v source.Memory, file string) (*kernel.VMCOREINFO, error) {
 		return nil, fmt.Errorf("%w: %s is for %s, the dump is %s", ErrWrongRelease, file, fromFile.OSRelease(), vi.OSRelease())
 	}
 	return vi, nil
+}
+
+// withDefaults gives a VMCOREINFO what makedumpfile takes where it lacks
+// it (a -i file, -x's, an old kernel's): phys_base from the vmcore's
+// kernel-text PT_LOAD, which the page-table walk needs, and the buddy
+// allocator's _mapcount mark of its release (get_value_for_old_linux).
+func withDefaults(vi *kernel.VMCOREINFO, v *source.Vmcore) (*kernel.VMCOREINFO, error) {
+	if vi == nil {
+		return vi, nil
+	}
+	var add []string
+	if !vi.Has("NUMBER(phys_base)") && v != nil {
+		if pb, _, ok := v.Arch().PhysBase(vi, loadAddrs(v)); ok {
+			add = append(add, fmt.Sprintf("NUMBER(phys_base)=%d", int64(pb)))
+		}
+	}
+	if !vi.Has("NUMBER(PAGE_BUDDY_MAPCOUNT_VALUE)") {
+		if rel, err := kernel.ParseVersion(vi.OSRelease()); err == nil {
+			switch {
+			case rel.Major > 2 || rel.Major == 2 && (rel.Minor > 6 || rel.Minor == 6 && rel.Patch >= 39):
+				add = append(add, "NUMBER(PAGE_BUDDY_MAPCOUNT_VALUE)=-129")
+			case rel.Major == 2 && rel.Minor == 6 && rel.Patch == 38:
+				add = append(add, "NUMBER(PAGE_BUDDY_MAPCOUNT_VALUE)=-2")
+			}
+		}
+	}
+	if len(add) == 0 {
+		return vi, nil
+	}
+	var b strings.Builder
+	for _, k := range vi.Keys() {
+		val, _ := vi.Raw(k)
+		fmt.Fprintf(&b, "%s=%s\n", k, val)
+	}
+	for _, l := range add {
+		b.WriteString(l + "\n")
+	}
+	return kernel.ParseVMCOREINFO([]byte(b.String()))
+}
+
+// memSectionArray turns a debuginfo's SYMBOL(mem_section) (a -i file, or
+// -x's for a vmcore without VMCOREINFO) into the kernel's: since 4.15
+// mem_section is a pointer to the section roots, and the kernel exports
+// its value where the vmlinux has the pointer's address; makedumpfile
+// tries both. A debuginfo that has LENGTH(mem_section) knows it as the
+// array itself (older kernels) and is left as it is.
+func memSectionArray(vi *kernel.VMCOREINFO, v source.Memory) (*kernel.VMCOREINFO, error) {
+	sym, ok := vi.Symbol("mem_section")
+	if !ok || vi.Has("LENGTH(mem_section)") {
+		return vi, nil
+	}
+	tr, err := v.Arch().NewTranslator(v, vi)
+	if err != nil {
+		return vi, nil
+	}
+	var b [8]byte
+	if err := tr.ReadVirt(sym, b[:]); err != nil {
+		return nil, fmt.Errorf("mem_section at %#x: %w", sym, err)
+	}
+	var out strings.Builder
+	for _, k := range vi.Keys() {
+		val, _ := vi.Raw(k)
+		if k == "SYMBOL(mem_section)" {
+			val = fmt.Sprintf("%x", binary.LittleEndian.Uint64(b[:]))
+		}
+		fmt.Fprintf(&out, "%s=%s\n", k, val)
+	}
+	return kernel.ParseVMCOREINFO([]byte(out.String()))
 }
 
 // checkRelease refuses, as makedumpfile's check_release does (exit 2), a

@@ -49,7 +49,10 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 	r := v.NewReader(source.DefaultMapSize, true)
 	defer r.Close()
 	got := make([]byte, d.PageSize())
-	var pages, lost uint64
+	var pages, lost, erased uint64
+	// A dump with ERASEINFO (--config) holds 'X' (or a nullified
+	// pointer's zeros) where the vmcore holds what was erased.
+	hasErase := d.Sub.SizeEraseinfo > 0
 	for pfn := d.Dumpable.NextSet(0); pfn < d.MaxMapnr; pfn = d.Dumpable.NextSet(pfn + 1) {
 		if err := d.ReadPage(pfn, got); errors.Is(err, source.ErrLost) {
 			lost++
@@ -64,16 +67,33 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 			return err
 		}
 		if !bytes.Equal(got, want) {
-			return fmt.Errorf("pfn %#x differs from the vmcore", pfn)
+			if !hasErase || !onlyErased(got, want) {
+				return fmt.Errorf("pfn %#x differs from the vmcore", pfn)
+			}
+			erased++
 		}
 		pages++
 	}
 	fmt.Fprintf(w, "verified: %d pages of %s equal %s", pages, dumpPath, vmcorePath)
+	if erased > 0 {
+		fmt.Fprintf(w, " (%d of them but for bytes erased by --config)", erased)
+	}
 	if lost > 0 {
 		fmt.Fprintf(w, " (%d pages lost: incomplete dump)", lost)
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// onlyErased tells whether every byte where the dump's page differs from
+// the vmcore's is one an erase writes: 'X', or 0 (nullify).
+func onlyErased(got, want []byte) bool {
+	for i := range got {
+		if got[i] != want[i] && got[i] != 'X' && got[i] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // verifyELF compares every byte an ELF dump's PT_LOADs hold with the
@@ -89,6 +109,7 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 	}
 	got, want := make([]byte, 1<<20), make([]byte, 1<<20)
 	var bytesSeen uint64
+	erasedELF, erasedBytes := bytes.Contains(d.Info.Notes, []byte("ERASEINFO\x00")), false
 	for _, l := range d.Loads {
 		for off := uint64(0); off < l.FileSize; {
 			n := min(uint64(len(got)), l.FileSize-off)
@@ -99,13 +120,22 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 				return err
 			}
 			if i := firstDiff(got[:n], want[:n]); i >= 0 {
-				return fmt.Errorf("physical address %#x differs from the vmcore", l.Paddr+off+uint64(i))
+				// An ELF dump with an ERASEINFO note (--config) holds
+				// 'X' or zeros where the vmcore holds what was erased.
+				if !erasedELF || !onlyErased(got[:n], want[:n]) {
+					return fmt.Errorf("physical address %#x differs from the vmcore", l.Paddr+off+uint64(i))
+				}
+				erasedBytes = true
 			}
 			off += n
 		}
 		bytesSeen += l.FileSize
 	}
-	fmt.Fprintf(w, "verified: %d pages of %s equal %s\n", (bytesSeen+v.PageSize()-1)/v.PageSize(), name, v.Path)
+	fmt.Fprintf(w, "verified: %d pages of %s equal %s", (bytesSeen+v.PageSize()-1)/v.PageSize(), name, v.Path)
+	if erasedBytes {
+		fmt.Fprintf(w, " (but for bytes erased by --config)")
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

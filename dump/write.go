@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pagepipe/erase"
 	"pagepipe/pipeline"
 	"pagepipe/priority"
 	"pagepipe/sink"
@@ -53,6 +54,8 @@ type job struct {
 	ev  Events
 	in  *input
 	res Result
+	// erasure is what the copy pass erases (nil: nothing).
+	erasure *erase.Erasure
 }
 
 // write lays the dump out, creates its files, runs the copy pass and ends
@@ -73,6 +76,12 @@ func (j *job) write(ctx context.Context) (Result, error) {
 	}
 	if err != nil {
 		return j.res, err
+	}
+	switch l := l.(type) {
+	case *splitFiles:
+		j.erasure = j.applyErase(l.bounds)
+	case kdumpLayout:
+		j.erasure = j.applyErase(nil)
 	}
 	t, err := j.createTargets()
 	if err != nil {
@@ -161,6 +170,10 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 	const label = "Copying data"
 	start := time.Now()
 	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total, j.in.mem.PageSize()))
+	if e := j.erasure; e != nil {
+		newReader := cfg.NewReader
+		cfg.NewReader = func() pipeline.PageReader { return &erasingReader{PageReader: newReader(), e: e} }
+	}
 	if !raw {
 		cfg.ExcludeZero, cfg.ZeroUnreadable, cfg.Codec = j.in.meta.ZeroPage, j.o.ZeroUnreadable, j.in.codec
 	}
@@ -211,9 +224,12 @@ func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer
 
 // useMmap decides how pages are read: mmap windows for /proc/vmcore or
 // when asked (--map-size), pread (with read-ahead) for other files, and
-// always pread with MmapOff (--non-mmap).
-func (j *job) useMmap() bool {
-	return j.o.Mmap == MmapOn || j.o.Mmap == MmapAuto && source.PreferMmap(j.o.Input)
+// always pread with MmapOff (--non-mmap). The page scan and the metadata
+// reads follow the same choice (prepare).
+func (j *job) useMmap() bool { return j.o.useMmap() }
+
+func (o *Options) useMmap() bool {
+	return o.Mmap == MmapOn || o.Mmap == MmapAuto && source.PreferMmap(o.Input)
 }
 
 // targets are the files (or the stream) a dump is written to.

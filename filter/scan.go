@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
@@ -23,7 +24,11 @@ type Kernel struct {
 	VMCOREINFO *kernel.VMCOREINFO
 	MemMap     *kernel.MemMap
 	Layout     *kernel.PageLayout
-	mem        source.Memory
+	// MapSize, when not 0, makes the page scan read struct pages through
+	// mmap windows of that many bytes instead of pread: what the engine
+	// asks for on /proc/vmcore (see piecePages).
+	MapSize int
+	mem     source.Memory
 }
 
 // OpenKernel finds the mem_map and struct page layout of the kernel whose
@@ -79,14 +84,18 @@ func (k *Kernel) NeedsScan(level Level) bool {
 // block may replace it, so no two workers may write one block.
 const unitPages = bitmap.BlockPfns
 
-// piecePages struct pages (512 KiB) are read at a time, into a buffer per
-// scan worker that stays live through every cycle (the copy pass makes
-// cycles again). Measured on a generated 64 GiB machine at 4 workers
-// (2026-12-02, five runs each, alternating, under load): the scan's CPU
-// 0.31 s against 0.38 s for 2 MiB pieces, and 3.6 MiB less peak RSS;
-// earlier, 2 MiB had beaten 64 KiB (0.16 s against 0.20 s) and 16 KiB
-// (0.32 s), and every size beats mapping the struct pages, whose page
-// faults cost more than the copy.
+// piecePages struct pages (512 KiB) are read at a time. From a file in
+// the page cache they are read with pread into a buffer per scan worker
+// that stays live through every cycle (the copy pass makes cycles again).
+// Measured on a generated 64 GiB machine at 4 workers (2026-12-02, five
+// runs each, alternating, under load): the scan's CPU 0.31 s against 0.38 s
+// for 2 MiB pieces, and 3.6 MiB less peak RSS; earlier, 2 MiB had beaten
+// 64 KiB (0.16 s against 0.20 s) and 16 KiB (0.32 s), and there every size
+// beats mapping the struct pages, whose page faults cost more than the
+// copy. /proc/vmcore is the other way round (Kernel.MapSize): its read()
+// maps, copies and unmaps old memory a page at a time, where an mmap
+// window is mapped whole, without faults (docs/benchmarks.md, "In the
+// capture kernel").
 const piecePages = unitPages / 4
 
 // spill is an exclusion that runs past the end of the unit that found it
@@ -256,8 +265,8 @@ func (p *scanners) get(k *Kernel, level Level, m *bitmap.Bitmap) (*scanner, erro
 	if err != nil {
 		return nil, err
 	}
-	// pread, not mmap: see piecePages.
-	r := k.mem.NewReader(source.DefaultMapSize, false)
+	// pread, but for /proc/vmcore: see piecePages.
+	r := k.mem.NewReader(k.MapSize, k.MapSize > 0)
 	return &scanner{k: k, l: k.Layout, level: level, m: m, tr: tr, r: r, reader: r}, nil
 }
 
@@ -312,15 +321,27 @@ func (s *scanner) unit(sec kernel.Section, lo, hi, unitHi uint64) error {
 		if err != nil {
 			return fmt.Errorf("read struct pages of pfns %#x-%#x: %w", p, end-1, err)
 		}
-		for pfn := p; pfn < end; pfn++ {
-			if !s.m.Test(pfn) {
-				continue // no data, or already left out with its block
-			}
+		// Only the pfns still set: the rest have no data or went with
+		// their block (a free block's head takes 2^order pfns at once).
+		for pfn := s.nextSet(p, end); pfn < end; pfn = s.nextSet(pfn+1, end) {
 			i := (pfn - p) * size
 			s.classify(pfn, buf[i:min(i+2*size, uint64(len(buf)))])
 		}
 	}
 	return nil
+}
+
+// nextSet is the first pfn of [pfn, end) still set in the bitmap, or end,
+// read a word at a time and never past end: in cycles the bitmap holds
+// only the cycle's pfns while the scan makes them, as Test reads it.
+func (s *scanner) nextSet(pfn, end uint64) uint64 {
+	for pfn < end {
+		if w := s.m.Word(pfn/64) >> (pfn % 64); w != 0 {
+			return min(pfn+uint64(bits.TrailingZeros64(w)), end)
+		}
+		pfn = (pfn/64 + 1) * 64
+	}
+	return end
 }
 
 // classify applies makedumpfile's rules to one struct page (spec §6.5);

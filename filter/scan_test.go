@@ -181,3 +181,47 @@ func TestLeanMachine(t *testing.T) {
 		}
 	}
 }
+
+// Through mmap windows (what /proc/vmcore gets: the struct pages with
+// Kernel.MapSize, the page-table walks with MapReads) the scan leaves out
+// the same pfns as through pread, in one cycle and in several, and its
+// struct pages came from windows.
+func TestScanThroughWindows(t *testing.T) {
+	dir := t.TempDir()
+	s, v, k := machine(t, dir, "6.1", 192)
+	v.MapReads(source.MetadataMapSize, source.MetadataWindows)
+	for _, mapSize := range []int{64 << 10, source.DefaultMapSize} {
+		k.MapSize = mapSize
+		for _, level := range []filter.Level{31, 1} {
+			wantBits, _, err := synth.ExpectedFilter(s, int(level))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				workers int
+				window  uint64
+			}{{1, 0}, {3, 4160}} {
+				before := v.MapStats().Windows.Load()
+				plan, err := filter.NewPlan(context.Background(), v, level, k, c.workers, source.PartialPages{}, c.window)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := bitmap.FromBytes(wantBits, plan.MaxMapnr)
+				if !plan.Dumpable.Equal(want) {
+					t.Fatalf("map size %d, -d %d, %+v: dumped pfns differ from the truth: %s", mapSize, level, c, firstDifference(plan.Dumpable, want))
+				}
+				// 192 MiB of memory, 3 MiB of struct pages: read through
+				// windows of mapSize (or of a 512 KiB piece, when larger),
+				// at least half as many as they fill (the page-table walks'
+				// windows are MapReads', mapped before and kept).
+				structBytes := plan.MaxMapnr * uint64(k.Layout.Size)
+				if n := v.MapStats().Windows.Load() - before; level == 31 && n < max(1, structBytes/uint64(max(mapSize, 512<<10))/2) {
+					t.Errorf("map size %d, -d %d, %+v: %d windows mapped for %d bytes of struct pages", mapSize, level, c, n, structBytes)
+				}
+			}
+		}
+	}
+	if v.MapStats().Failed.Load() != 0 {
+		t.Errorf("%d maps failed: %v", v.MapStats().Failed.Load(), v.MapStats().FirstError())
+	}
+}

@@ -87,6 +87,9 @@ type Translator struct {
 	// kernel).
 	bigEndian bool
 
+	// trace, when set (SetTrace), is told each entry a walk reads.
+	trace func(level string, entryAddr, entry uint64)
+
 	mu    sync.Mutex
 	cache [tableCacheSz]cachedTable
 	next  int    // round-robin replacement cursor
@@ -121,6 +124,13 @@ type Mapping struct {
 	// granules' pages and blocks.
 	PageSize uint64
 }
+
+// SetTrace makes the walks of t tell fn each table entry they read: the
+// level's name, the entry's physical address and its value, as
+// makedumpfile's --vtop prints them (x86_64; the other formats' walks
+// print nothing in makedumpfile and tell nothing here). Set it on a
+// Translator of its own, before its first walk.
+func (t *Translator) SetTrace(fn func(level string, entryAddr, entry uint64)) { t.trace = fn }
 
 // VtoP translates a kernel virtual address to a physical one.
 func (t *Translator) VtoP(vaddr uint64) (uint64, error) {

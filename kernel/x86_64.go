@@ -182,6 +182,9 @@ func (x86Format) lookup(t *Translator, vaddr uint64) (Mapping, failure) {
 		if err != nil {
 			return Mapping{}, failure{level: name, span: span, err: fmt.Errorf("reading the table at physical %#x: %w", table, err)}
 		}
+		if t.trace != nil {
+			t.trace(name, table+idx*8, ent)
+		}
 		if ent&ptePresent == 0 {
 			return Mapping{}, failure{level: name, entry: ent, span: span, err: ErrNotPresent}
 		}

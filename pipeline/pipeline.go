@@ -562,13 +562,24 @@ func (w *worker) store(c *chunk, pfn uint64, page []byte) error {
 		return nil
 	}
 	if w.comp != nil {
-		out, err := w.comp.Compress(w.buf, page)
+		// Straight into the chunk's data where the most a page can come
+		// to fits there (a copy less of every compressed byte), else
+		// into the worker's buffer.
+		dst, end := w.buf, len(c.data)
+		if cap(c.data)-end >= cap(w.buf) {
+			dst = c.data[end:end]
+		}
+		out, err := w.comp.Compress(dst, page)
 		if err != nil {
 			return fmt.Errorf("compress pfn %#x with %s: %w", pfn, w.cfg.Codec.Name, err)
 		}
 		if out != nil && len(out) < len(page) {
 			c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
-			c.data = append(c.data, out...)
+			if len(out) > 0 && cap(c.data) > end && &out[0] == &c.data[end : end+1][0] {
+				c.data = c.data[:end+len(out)]
+			} else {
+				c.data = append(c.data, out...)
+			}
 			w.compressed++
 			return nil
 		}

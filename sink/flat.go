@@ -15,6 +15,7 @@ import (
 // -R` and crash rebuild or read the file from it.
 type Flat struct {
 	w   *bufio.Writer
+	out io.Writer // what w buffers
 	err error
 	// max, when positive, is -L: the most bytes the stream may take; n,
 	// the bytes taken so far.
@@ -27,7 +28,7 @@ type Flat struct {
 // ErrSizeLimit, so the stream ends inside a record, and a reader (-R)
 // keeps what landed before it.
 func NewFlat(w io.Writer, max int64) (*Flat, error) {
-	f := &Flat{w: bufio.NewWriterSize(w, 1<<20), max: max}
+	f := &Flat{w: bufio.NewWriterSize(w, 1<<20), out: w, max: max}
 	if err := f.put(kdumpfmt.FlatHeader()); err != nil {
 		return nil, fmt.Errorf("flattened header: %w", err)
 	}
@@ -59,11 +60,28 @@ func (f *Flat) WriteAt(p []byte, off int64) (int, error) {
 	if f.err = f.put(h[:]); f.err != nil {
 		return 0, f.err
 	}
+	if len(p) >= directWrite && f.max == 0 {
+		// A large record goes out as it is, after what is buffered: the
+		// buffer would only copy it (a chunk's page data, up to 1 MiB).
+		if f.err = f.w.Flush(); f.err == nil {
+			var n int
+			n, f.err = f.out.Write(p)
+			f.n += int64(n)
+		}
+		if f.err != nil {
+			return 0, f.err
+		}
+		return len(p), nil
+	}
 	if f.err = f.put(p); f.err != nil {
 		return 0, f.err
 	}
 	return len(p), nil
 }
+
+// directWrite is the record size from which WriteAt writes past the
+// buffer.
+const directWrite = 256 << 10
 
 // Close writes the end marker and flushes. A dump that failed is not
 // closed, so its stream has no end marker and readers know it is short;

@@ -88,6 +88,12 @@ type Meta struct {
 	// (bitmaps, NumDumpable, so the descriptor area is reserved for every
 	// dumpable page and page data starts at the same offset in each part).
 	Split *SplitRange
+	// Eraseinfo, when set, gives the ERASEINFO text of the file (of the
+	// whole dump for a nil range, of a split part's range otherwise):
+	// what --config erased there, after a refiltered dump's own. It is
+	// written after the last page's data and the sub header says where,
+	// as makedumpfile writes it.
+	Eraseinfo func(*SplitRange) []byte
 }
 
 // SplitRange is the pfns [Start, End) one split file holds.
@@ -142,6 +148,9 @@ type Kdump struct {
 	pend     []byte
 	descsOut uint64
 
+	sub       kdumpfmt.SubHeader // as written at the start
+	eraseinfo []byte             // the ERASEINFO text, written by Close
+
 	// prio, when set (SetPriority), holds the priority pages' descriptors
 	// as they land (priority.go, ordered.go); scratch is WritePfns's
 	// descriptors of one chunk.
@@ -186,6 +195,10 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 		sub.Split = 1
 		sub.StartPFN, sub.EndPFN = min(r.Start, 1<<32-1), min(r.End, 1<<32-1)
 		sub.StartPFN64, sub.EndPFN64 = r.Start, r.End
+	}
+	k.sub = sub
+	if m.Eraseinfo != nil {
+		k.eraseinfo = m.Eraseinfo(m.Split)
 	}
 	// makedumpfile's order: header, notes, sub header (it matters only for
 	// the record order of a flattened stream).
@@ -331,7 +344,10 @@ func (k *Kdump) Close() error {
 		if k.prio != nil {
 			k.pend = k.prio.rest(k.pend)
 		}
-		return k.flushPending()
+		if err := k.flushPending(); err != nil {
+			return err
+		}
+		return k.writeEraseinfo()
 	}
 	k.buffers()
 	if k.prio != nil {
@@ -341,6 +357,24 @@ func (k *Kdump) Close() error {
 		return err
 	}
 	k.release()
+	return k.writeEraseinfo()
+}
+
+// writeEraseinfo writes the ERASEINFO text past the last page's data and
+// the sub header again with its place (makedumpfile's
+// write_kdump_eraseinfo and update_eraseinfo_of_sub_header).
+func (k *Kdump) writeEraseinfo() error {
+	if len(k.eraseinfo) == 0 {
+		return nil
+	}
+	if err := k.writeAt(k.eraseinfo, k.dataNext); err != nil {
+		return fmt.Errorf("eraseinfo: %w", err)
+	}
+	k.sub.OffsetEraseinfo, k.sub.SizeEraseinfo = k.dataNext, uint64(len(k.eraseinfo))
+	k.dataNext += uint64(len(k.eraseinfo))
+	if err := k.writeAt(k.sub.Marshal(), k.meta.BlockSize); err != nil {
+		return fmt.Errorf("sub header: %w", err)
+	}
 	return nil
 }
 

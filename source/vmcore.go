@@ -22,6 +22,17 @@ type Vmcore struct {
 	size    int64
 	extents []extent
 	maps    MapStats
+	// shared, after MapReads, serves ReadPhys from mmap windows.
+	shared *sharedReader
+	// keep, after KeepWindows, is how many bytes of windows the readers
+	// may hold mapped at once, all together; inUse how many they hold.
+	keep, inUse atomic.Int64
+}
+
+// sharedReader is a PageReader that ReadPhys's callers take turns at.
+type sharedReader struct {
+	mu sync.Mutex
+	r  *PageReader
 }
 
 // MapStats counts how the readers' mmap windows fared: Windows mapped,
@@ -96,8 +107,36 @@ func Open(path string) (*Vmcore, error) {
 	return &Vmcore{Info: in, Path: path, f: f, size: st.Size(), extents: buildExtents(in.Loads, in.pageSize)}, nil
 }
 
-// Close closes the file.
-func (v *Vmcore) Close() error { return v.f.Close() }
+// Close unmaps ReadPhys's windows and closes the file.
+func (v *Vmcore) Close() error {
+	if v.shared != nil {
+		v.shared.r.Close()
+	}
+	return v.f.Close()
+}
+
+// KeepWindows lets the page readers keep the windows they have mapped,
+// rather than unmap one to map the next, while all of them together hold
+// at most bytes: they are unmapped when the vmcore is closed or the
+// process exits. Unmapping a window of a process whose other threads run
+// on other CPUs interrupts those CPUs to flush their TLBs and waits for
+// them (a shootdown); a single-threaded makedumpfile never does. A
+// mapped window costs the kernel 8 bytes of page table per 4 KiB page
+// and no resident memory, so bytes / 512 is the memory it may take.
+func (v *Vmcore) KeepWindows(bytes int64) { v.keep.Store(bytes) }
+
+// MapReads makes ReadPhys read through mmap windows of mapSize bytes, up
+// to windows of them mapped at once (the least recently used goes when
+// another is needed), as the page readers made with useMmap read pages:
+// for /proc/vmcore, where every read() call maps, copies and unmaps old
+// memory a page at a time and a window is mapped once (see PreferMmap).
+// The page-table walks, the mem_map's discovery and the priority search
+// read the kernel's metadata through ReadPhys, a few bytes to a page at a
+// time and mostly near what they read before. Call it before any reader
+// is used concurrently.
+func (v *Vmcore) MapReads(mapSize, windows int) {
+	v.shared = &sharedReader{r: v.newReader(mapSize, true, windows)}
+}
 
 // Notes returns the PT_NOTE contents and what was found in them.
 func (v *Vmcore) Notes() ([]byte, int, uint64, uint64) {
@@ -192,7 +231,23 @@ func (in *Info) Bitmaps(maxMapnr uint64, pp PartialPages) (present, dumpable *bi
 
 // ReadPhys reads physical memory at paddr into p. Bytes that no PT_LOAD
 // holds in the file read as zero, as makedumpfile's read path fills gaps.
+// After MapReads it reads through mmap windows.
 func (v *Vmcore) ReadPhys(paddr uint64, p []byte) error {
+	if s := v.shared; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		b, err := s.r.Slice(paddr, len(p))
+		if err != nil {
+			return err
+		}
+		copy(p, b)
+		return nil
+	}
+	return v.readPhys(paddr, p)
+}
+
+// readPhys is ReadPhys with pread.
+func (v *Vmcore) readPhys(paddr uint64, p []byte) error {
 	for len(p) > 0 {
 		n, off, ok := v.locate(paddr, uint64(len(p)))
 		if ok {
@@ -234,15 +289,18 @@ func (v *Vmcore) findExtent(pfn uint64) (extent, bool) {
 	return extent{}, false
 }
 
-// PageReader serves pages to one worker. With mmap it keeps one read-only
-// window of the file mapped and moves it as the worker's pfns advance; the
-// page slices it returns point into that window and stay valid only until
-// the next call. Not safe for concurrent use.
+// PageReader serves pages to one worker. With mmap it keeps read-only
+// windows of the file mapped (one for a worker, whose pfns advance; more
+// for ReadPhys after MapReads) and maps another, in place of the least
+// recently used, when a read falls outside them; the page slices it
+// returns point into a window and stay valid only until the next call. Not
+// safe for concurrent use.
 type PageReader struct {
 	v       *Vmcore
 	mapSize uint64
-	win     []byte
-	winOff  uint64
+	wins    []window // at most maxWins
+	maxWins int
+	tick    uint64
 	useMmap bool
 	buf     []byte
 	// pread's read-ahead: ra holds the file bytes from raOff on.
@@ -269,14 +327,32 @@ func PreferMmap(path string) bool {
 // DefaultMapSize is the mmap window, as makedumpfile's fixed MAP_REGION.
 const DefaultMapSize = 4 << 20
 
+// MetadataMapSize and MetadataWindows are ReadPhys's windows after
+// MapReads, for the kernel's metadata.
+const (
+	MetadataMapSize = 1 << 20
+	MetadataWindows = 8
+)
+
+// window is a mapped piece of the file: b holds its bytes from off on;
+// used is when it last served a read (the reader's tick).
+type window struct {
+	b         []byte
+	off, used uint64
+}
+
 // NewReader returns a page reader with mmap windows of mapSize bytes (a
 // multiple of the page size), or plain pread when useMmap is false.
 func (v *Vmcore) NewReader(mapSize int, useMmap bool) Reader {
+	return v.newReader(mapSize, useMmap, 1)
+}
+
+func (v *Vmcore) newReader(mapSize int, useMmap bool, windows int) *PageReader {
 	ps := v.pageSize
 	if uint64(mapSize) < ps {
 		mapSize = max(DefaultMapSize, int(ps))
 	}
-	return &PageReader{v: v, mapSize: uint64(mapSize), useMmap: useMmap, buf: make([]byte, ps), ps: ps}
+	return &PageReader{v: v, mapSize: uint64(mapSize), maxWins: max(windows, 1), useMmap: useMmap, buf: make([]byte, ps), ps: ps}
 }
 
 // Page returns the page of pfn (PageSize bytes).
@@ -322,19 +398,25 @@ func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
 		}
 		return r.buf[:n], nil
 	}
-	if r.win == nil || off < r.winOff || off+uint64(n) > r.winOff+uint64(len(r.win)) {
-		if err := r.remap(e, off, uint64(n)); err != nil {
-			// Read what this window would have held; the next one is
-			// mapped again (makedumpfile, too, falls back to read()).
-			r.v.maps.Failed.Add(1)
-			r.v.maps.firstErr.CompareAndSwap(nil, &err)
-			if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
-				return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
-			}
-			return r.buf[:n], nil
+	r.tick++
+	for i := range r.wins {
+		if w := &r.wins[i]; off >= w.off && off+uint64(n) <= w.off+uint64(len(w.b)) {
+			w.used = r.tick
+			return w.b[off-w.off : off-w.off+uint64(n)], nil
 		}
 	}
-	return r.win[off-r.winOff : off-r.winOff+uint64(n)], nil
+	w, err := r.remap(e, off, uint64(n))
+	if err != nil {
+		// Read what this window would have held; the next one is
+		// mapped again (makedumpfile, too, falls back to read()).
+		r.v.maps.Failed.Add(1)
+		r.v.maps.firstErr.CompareAndSwap(nil, &err)
+		if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
+			return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
+		}
+		return r.buf[:n], nil
+	}
+	return w.b[off-w.off : off-w.off+uint64(n)], nil
 }
 
 // SlicePhys is Slice, for the kernel package's readers.
@@ -342,7 +424,7 @@ func (r *PageReader) SlicePhys(paddr uint64, n int) ([]byte, error) { return r.S
 
 func (r *PageReader) read(paddr uint64, n int) ([]byte, error) {
 	b := r.buffer(n)
-	if err := r.v.ReadPhys(paddr, b); err != nil {
+	if err := r.v.readPhys(paddr, b); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -359,41 +441,59 @@ func (r *PageReader) buffer(n int) []byte {
 var errNoMap = errors.New("cannot map")
 
 // remap maps a window of the file holding [off, off+n), which lies in
-// extent e: mapSize bytes from off's page, but never past the end of e's
+// extent e, in place of the least recently used one when maxWins are
+// mapped: mapSize bytes from off's page, but never past the end of e's
 // file data. A window that ran on into the next PT_LOAD's bytes would make
 // the kernel's mmap_vmcore remap it piece by piece from different old
 // memory, which fails (EAGAIN) when another worker maps the same memory
 // with another memory type, or maps it uncached. If the window cannot be
 // mapped, the smallest one that holds the range is tried before giving up.
-func (r *PageReader) remap(e extent, off, n uint64) error {
-	r.unmap()
+func (r *PageReader) remap(e extent, off, n uint64) (*window, error) {
+	// Within KeepWindows' budget a reader keeps what it mapped; past it,
+	// or at its own count, it unmaps its least recently used window.
+	for len(r.wins) > 0 && (len(r.wins) >= r.maxWins && r.v.keep.Load() == 0 ||
+		r.v.keep.Load() > 0 && r.v.inUse.Load()+int64(max(r.mapSize, n)) > r.v.keep.Load()) {
+		lru := 0
+		for i, w := range r.wins {
+			if w.used < r.wins[lru].used {
+				lru = i
+			}
+		}
+		r.drop(lru)
+	}
 	osPage := uint64(os.Getpagesize())
 	start := off &^ (osPage - 1)
 	end := e.off + (e.end-e.start)*r.ps // e's file data end
 	end = min((end+osPage-1)&^(osPage-1), uint64(r.v.size))
 	need := off + n
 	if need > end {
-		return errNoMap
+		return nil, errNoMap
 	}
 	var err error
 	for _, stop := range []uint64{min(start+max(r.mapSize, need-start), end), min((need+osPage-1)&^(osPage-1), end)} {
-		var w []byte
-		if w, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
-			_ = unix.Madvise(w, unix.MADV_SEQUENTIAL)
-			r.win, r.winOff = w, start
+		var b []byte
+		if b, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
+			_ = unix.Madvise(b, unix.MADV_SEQUENTIAL)
+			r.wins = append(r.wins, window{b: b, off: start, used: r.tick})
+			r.v.inUse.Add(int64(len(b)))
 			r.v.maps.mapped(start, stop-start)
-			return nil
+			return &r.wins[len(r.wins)-1], nil
 		}
 	}
-	return err
+	return nil, err
 }
 
-func (r *PageReader) unmap() {
-	if r.win != nil {
-		_ = unix.Munmap(r.win)
-		r.win = nil
+// drop unmaps window i.
+func (r *PageReader) drop(i int) {
+	_ = unix.Munmap(r.wins[i].b)
+	r.v.inUse.Add(-int64(len(r.wins[i].b)))
+	r.wins[i] = r.wins[len(r.wins)-1]
+	r.wins = r.wins[:len(r.wins)-1]
+}
+
+// Close unmaps the windows.
+func (r *PageReader) Close() {
+	for len(r.wins) > 0 {
+		r.drop(len(r.wins) - 1)
 	}
 }
-
-// Close releases the window.
-func (r *PageReader) Close() { r.unmap() }

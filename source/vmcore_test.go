@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,10 +35,10 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 					if !bytes.Equal(got, want) {
 						t.Fatalf("pfn %#x: page differs from ReadPhys", pfn)
 					}
-					if r.win == nil {
+					if len(r.wins) == 0 {
 						continue
 					}
-					lo, hi := r.winOff, r.winOff+uint64(len(r.win))
+					lo, hi := r.wins[0].off, r.wins[0].off+uint64(len(r.wins[0].b))
 					inside := false
 					for _, l := range v.Loads {
 						// The file data of the segment, widened to whole
@@ -56,8 +57,8 @@ func TestMmapWindowsStayInTheirSegment(t *testing.T) {
 				}
 				// What the debug lines name: every window mapped, as mapped.
 				kept := v.MapStats().MappedWindows()
-				if len(kept) == 0 || uint64(len(kept)) != v.MapStats().Windows.Load() || kept[len(kept)-1] != (Window{r.winOff, uint64(len(r.win))}) {
-					t.Errorf("kept %d windows (%+v) of %d mapped, the last [%#x, +%#x)", len(kept), kept, v.MapStats().Windows.Load(), r.winOff, len(r.win))
+				if len(kept) == 0 || uint64(len(kept)) != v.MapStats().Windows.Load() || len(r.wins) != 1 || kept[len(kept)-1] != (Window{r.wins[0].off, uint64(len(r.wins[0].b))}) {
+					t.Errorf("kept %d windows (%+v) of %d mapped, the reader's %+v", len(kept), kept, v.MapStats().Windows.Load(), r.wins)
 				}
 			})
 		}
@@ -160,5 +161,134 @@ func TestPagesOfEverySize(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// After MapReads, ReadPhys reads through mmap windows and gives the bytes
+// pread gives: ranges within a page, across pages and PT_LOADs, in holes
+// and partial pages; at most the windows asked for stay mapped, and the
+// least recently used one goes first.
+func TestMapReadsSameBytes(t *testing.T) {
+	for _, shape := range []string{"kexec-1", "holes", "alias", "unaligned", "partial-page"} {
+		for _, tc := range []struct{ mapSize, windows int }{{testPageSize, 1}, {64 << 10, 3}, {DefaultMapSize, 8}} {
+			t.Run(fmt.Sprintf("%s/%d/%d", shape, tc.mapSize, tc.windows), func(t *testing.T) {
+				v, path := openShape(t, shape)
+				plain, err := Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer plain.Close()
+				v.MapReads(tc.mapSize, tc.windows)
+				end := v.MaxMapnr * testPageSize
+				rng := rand.New(rand.NewPCG(7, uint64(tc.mapSize)))
+				for i := range 2000 {
+					paddr := rng.Uint64N(end)
+					if i%4 != 0 { // mostly where there are pages
+						e := v.extents[rng.IntN(len(v.extents))]
+						paddr = e.start*testPageSize + rng.Uint64N((e.end-e.start)*testPageSize)
+					}
+					n := 1 + rng.IntN(3*testPageSize)
+					if i%2 == 0 {
+						n = 8 // a page-table entry, a pointer
+					}
+					got, want := make([]byte, n), make([]byte, n)
+					if err := v.ReadPhys(paddr, got); err != nil {
+						t.Fatal(err)
+					}
+					if err := plain.ReadPhys(paddr, want); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("ReadPhys(%#x, %d) through windows differs from pread", paddr, n)
+					}
+					if w := len(v.shared.r.wins); w > tc.windows {
+						t.Fatalf("%d windows mapped at once, %d asked for", w, tc.windows)
+					}
+				}
+				if v.MapStats().Windows.Load() == 0 || v.MapStats().Failed.Load() != 0 {
+					t.Errorf("%d windows mapped, %d failed (%v)", v.MapStats().Windows.Load(), v.MapStats().Failed.Load(), v.MapStats().FirstError())
+				}
+			})
+		}
+	}
+}
+
+func TestMapReadsEvictsLeastRecentlyUsed(t *testing.T) {
+	v, _ := openShape(t, "holes")
+	v.MapReads(testPageSize, 2)
+	e := v.extents[0]
+	if e.end-e.start < 3 {
+		t.Fatalf("extent %+v: too few pages", e)
+	}
+	read := func(pfn uint64) {
+		t.Helper()
+		if err := v.ReadPhys(pfn*testPageSize, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapped := func() uint64 { return v.MapStats().Windows.Load() }
+	read(e.start)     // window A
+	read(e.start + 1) // window B
+	read(e.start)     // A again: no map
+	if m := mapped(); m != 2 {
+		t.Fatalf("%d windows mapped, want 2", m)
+	}
+	read(e.start + 2) // C replaces B, the least recently used
+	read(e.start)     // A is still there
+	if m := mapped(); m != 3 {
+		t.Errorf("%d windows mapped, want 3: A was evicted instead of B", m)
+	}
+	read(e.start + 1) // B again: mapped anew
+	if m := mapped(); m != 4 {
+		t.Errorf("%d windows mapped, want 4", m)
+	}
+}
+
+// With KeepWindows the readers keep what they mapped while all of them
+// hold no more than the budget, then unmap their least recently used
+// window; closing them unmaps everything.
+func TestKeepWindowsWithinBudget(t *testing.T) {
+	v, _ := openShape(t, "kexec-1")
+	const win = 4 * testPageSize
+	v.KeepWindows(3 * win)
+	r1 := v.NewReader(win, true).(*PageReader)
+	r2 := v.NewReader(win, true).(*PageReader)
+	_, dumpable := v.Bitmaps(v.MaxMapnr, PartialPages{})
+	var pfns []uint64
+	for pfn := dumpable.NextSet(0); pfn < dumpable.Len(); pfn = dumpable.NextSet(pfn + 1) {
+		pfns = append(pfns, pfn)
+	}
+	for i, pfn := range pfns {
+		r := r1
+		if i%2 == 1 {
+			r = r2
+		}
+		if _, err := r.Page(pfn); err != nil {
+			t.Fatal(err)
+		}
+		held := uint64(0)
+		for _, rr := range []*PageReader{r1, r2} {
+			for _, w := range rr.wins {
+				held += uint64(len(w.b))
+			}
+		}
+		if int64(held) != v.inUse.Load() {
+			t.Fatalf("the readers hold %d bytes, the count says %d", held, v.inUse.Load())
+		}
+		// A reader may map one window past the budget, never more.
+		if held > 3*win+win {
+			t.Fatalf("%d bytes mapped, budget %d", held, 3*win)
+		}
+	}
+	if n := len(r1.wins) + len(r2.wins); n < 2 {
+		t.Errorf("%d windows kept", n)
+	}
+	if v.MapStats().Windows.Load() <= 3 {
+		t.Errorf("%d windows mapped: the budget should have made the readers unmap some", v.MapStats().Windows.Load())
+	}
+	r1.Close()
+	r2.Close()
+	if v.inUse.Load() != 0 {
+		t.Errorf("%d bytes still counted after Close", v.inUse.Load())
 	}
 }

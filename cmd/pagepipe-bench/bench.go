@@ -107,20 +107,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	st.BytesIn = r.BytesIn
 	st.UsableCPUs = cpuset.Format(usable)
 
-	// What the machine gives, apart from the programs.
-	fmt.Fprintf(stderr, "bench: measuring the machine (source and sink rates, cores per CPU set)\n")
-	st.Machine.Capacity = map[string]float64{}
-	for _, set := range m.CPUs {
-		c, err := bench.Capacity(set)
-		if err != nil {
-			return failf("%s", oneLine(err))
-		}
-		st.Machine.Capacity[cpuset.Format(set)] = c
-	}
-	if st.Machine.ReadRate, err = bench.ReadRate(vmcore, 1<<30); err != nil {
-		return failf("%s", oneLine(err))
-	}
-	if st.Machine.WriteRate, err = bench.WriteRate(*dumpDir); err != nil {
+	if st.Machine, err = measureMachine(m.CPUs, vmcore, *dumpDir, stderr); err != nil {
 		return failf("%s", oneLine(err))
 	}
 
@@ -135,10 +122,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failf("%s", oneLine(err))
 	}
-	for _, run := range st.Runs {
-		if run.Program == bench.Pagepipe && run.GOMAXPROCS != len(run.CPUs) {
-			return failf("a pagepipe run on CPUs %s had GOMAXPROCS %d: the pinning did not take", run.CPUList(), run.GOMAXPROCS)
-		}
+	if err := checkPinning(st.Runs); err != nil {
+		return failf("%s", oneLine(err))
 	}
 	if err := st.Analyze(); err != nil {
 		return failf("%s", oneLine(err))
@@ -154,6 +139,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
 	}
 	return exitOK
+}
+
+// measureMachine is what the machine gives, apart from the programs: the
+// cores of throughput of each CPU set, the source's and the sink's rates.
+func measureMachine(sets [][]int, vmcore, dumpDir string, stderr io.Writer) (bench.Machine, error) {
+	fmt.Fprintf(stderr, "bench: measuring the machine (source and sink rates, cores per CPU set)\n")
+	m := bench.Machine{Capacity: map[string]float64{}}
+	for _, set := range sets {
+		c, err := bench.Capacity(set)
+		if err != nil {
+			return m, err
+		}
+		m.Capacity[cpuset.Format(set)] = c
+	}
+	var err error
+	if m.ReadRate, err = bench.ReadRate(vmcore, 1<<30); err != nil {
+		return m, err
+	}
+	m.WriteRate, err = bench.WriteRate(dumpDir)
+	return m, err
 }
 
 // benchMatrix reads the matrix flags; --cpus picks from usable.
@@ -227,10 +232,7 @@ func generatedVmcore(dir string, sizeMiB int, profile string, seed uint64, stder
 			dir = filepath.Join(os.TempDir(), "pagepipe-fixtures")
 		}
 	}
-	spec := synth.Default(sizeMiB)
-	if profile != "" {
-		spec = synth.KernelMachine(profile, sizeMiB)
-	}
+	spec := machineSpec(sizeMiB, profile, 0)
 	spec.Seed = seed
 	if err := spec.Validate(); err != nil {
 		return "", fmt.Errorf("--gen-size %d --profile %q: %w", sizeMiB, profile, err)
@@ -269,16 +271,25 @@ func executableHash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(exe)
+	h, err := fileHash(exe)
 	if err != nil {
-		return "", fmt.Errorf("hash the executable: %w", err)
+		return "", err
+	}
+	return h[:12], nil
+}
+
+// fileHash is the file's SHA-256 in hex.
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash the executable: %w", err)
+		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // defaultPagepipe is the pagepipe binary installed beside this one (make

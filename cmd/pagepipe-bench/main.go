@@ -3,11 +3,22 @@
 // small (no plotting libraries, fonts or image codecs in an initramfs):
 //
 //	pagepipe-bench [--workers LIST] [--cpus LIST] [--codec LIST] [--vs makedumpfile|PATH] [--out DIR] VMCORE
-//	pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA | --shape NAME] OUTPUT
+//	pagepipe-bench cores [--workers LIST] [--cpus LIST] [--codec LIST] [--budget DURATION] [--out DIR]
+//	pagepipe-bench roofline [--codec LIST] [--cpu N] [--runs K] [--vs makedumpfile|PATH] VMCORE
+//	pagepipe-bench capture DIR...
+//	pagepipe-bench cpucost [--n N]
+//	pagepipe-bench readcost [--mib N] [--pages N] [--sizes KIB,...] VMCORE
+//	pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA [--used F] | --shape NAME] OUTPUT
 //
 // The first is the scaling study (docs/scaling.md): it runs the pagepipe
 // binary (--pagepipe, by default the one beside this) and makedumpfile as
-// child processes; the second writes a synthetic vmcore.
+// child processes; the second the many-core study (make bench-cores), with
+// nothing but the two binaries and a vmcore it generates; roofline each
+// codec's run on one CPU beside the parts no dump can do without; capture
+// the tables of capture-kernel bench runs; cpucost what single operations
+// cost where it runs; readcost what
+// pread and mmap windows cost on a vmcore (/proc/vmcore in a capture
+// kernel); gen-vmcore writes a synthetic vmcore.
 package main
 
 import (
@@ -32,8 +43,21 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "gen-vmcore" {
-		return runGenVmcore(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "gen-vmcore":
+			return runGenVmcore(args[1:], stdout, stderr)
+		case "cores":
+			return runCores(args[1:], stdout, stderr)
+		case "readcost":
+			return runReadCost(args[1:], stdout, stderr)
+		case "roofline":
+			return runRoofline(args[1:], stdout, stderr)
+		case "capture":
+			return runCapture(args[1:], stdout, stderr)
+		case "cpucost":
+			return runCPUCost(args[1:], stdout, stderr)
+		}
 	}
 	return runBench(args, stdout, stderr)
 }

@@ -59,8 +59,8 @@ var layers = [][]string{
 	{"pipeline", "priority"},
 	{"filter", "sink"},
 	{"source"},
-	{"codec", "kernel"},
-	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset"},
+	{"codec", "kernel", "erase"},
+	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset", "debuginfo"},
 }
 
 // Arrows point down only.

@@ -129,6 +129,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if err == nil && o.genVMCOREINFO != "" {
+		return generateVMCOREINFO(c, o)
+	}
 	if err == nil && !o.rearrange && !o.reassemble {
 		// The architecture is decided before any output exists.
 		if reason := dump.Foreign(o.args[0], o.vmcoreinfo); reason != "" {
@@ -228,6 +231,16 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		c.msg("\nThe dumpfile is saved to %s.\n", o.outName())
 	}
+	c.msg("\n%s Completed.\n", progName)
+	return exitOK
+}
+
+// generateVMCOREINFO is -g: the VMCOREINFO file of a vmlinux.
+func generateVMCOREINFO(c *console, o *options) int {
+	if err := dump.GenerateVMCOREINFO(o.vmlinux, o.genVMCOREINFO, progName, c); err != nil {
+		return fail(c, err)
+	}
+	c.msg("\nThe vmcoreinfo is saved to %s.\n", o.genVMCOREINFO)
 	c.msg("\n%s Completed.\n", progName)
 	return exitOK
 }

@@ -61,8 +61,8 @@ var groupOrder = []string{grpOutput, grpFilter, grpDmesg, grpRun, grpMessages, g
 
 // optionTable is every option pagepipe's command line knows. A row's
 // status is the one place that says whether pagepipe does an option:
-// when pagepipe comes to do one it hands over today (-x, -g, --config,
-// --vtop, --mem-usage), its row's status becomes same (or differs, with a
+// when pagepipe comes to do one it hands over today (--mem-usage), its
+// row's status becomes same (or differs, with a
 // note) and newFlagSet binds it; TestOptionTableMatchesFlags checks that
 // the two agree.
 var optionTable = []optSpec{
@@ -85,6 +85,12 @@ var optionTable = []optSpec{
 
 	{short: 'd', long: "dump-level", shortOnly: true, arg: "LEVEL[,LEVEL]", group: grpFilter, status: differs, help: "leave out 1 zero, 2 cache, 4 private cache, 8 user, 16 free pages (add them)",
 		note: "a level that is not a number is refused (makedumpfile reads it as 0)"},
+	{short: 'x', long: "vmlinux", shortOnly: true, arg: "VMLINUX", group: grpFilter, status: differs, help: "read the kernel's types and symbols from a vmlinux with debug information (--config's, and what VMCOREINFO lacks)",
+		note: "where VMCOREINFO and the vmlinux disagree, VMCOREINFO's value stays"},
+	{long: "config", arg: "FILE", group: grpFilter, status: differs, help: "erase the kernel data a filter config file names (makedumpfile.conf(5)) with 'X'",
+		note: "a line that does not resolve refuses the dump; without -x, the kernel's own BTF and kallsyms"},
+	{long: "module-debuginfo", arg: "DIR", group: grpFilter, status: own, help: "where --config's [module] sections find their module's debuginfo (NAME.ko)"},
+	{short: 'g', long: "generate-vmcoreinfo", shortOnly: true, arg: "VMCOREINFO", group: grpFilter, help: "write the VMCOREINFO file of -x VMLINUX, for -i"},
 	{short: 'e', long: "exclude-vmemmap", shortOnly: true, group: grpFilter, help: "also leave out the struct pages describing only pages left out (x86_64; needs --work-dir)"},
 	{short: 'i', long: "vmcoreinfo", shortOnly: true, arg: "VMCOREINFO", group: grpFilter, help: "the kernel's layout from this file, for a vmcore without the note"},
 	{long: "partial-pages", arg: "RELEASE", group: grpFilter, status: own, help: "take a page a PT_LOAD holds in part as makedumpfile 1.7.2 (default) or 1.7.6 does"},
@@ -109,14 +115,11 @@ var optionTable = []optSpec{
 	{short: 'D', long: "debug", shortOnly: true, group: grpMessages, help: "add the debug messages (8)"},
 	{long: "show-stats", group: grpMessages, help: "add the report (16)"},
 	{long: "check-params", group: grpMessages, help: "only check the command line, for the program that would run it"},
+	{long: "vtop", arg: "ADDR", group: grpMessages, help: "print how the crashed kernel's page tables translate a virtual address"},
 	{short: 'v', long: "version", shortOnly: true, group: grpMessages, help: "the version and codecs"},
 	{short: 'h', long: "help", group: grpMessages, help: "this help"},
 
-	{short: 'x', long: "vmlinux", shortOnly: true, arg: "VMLINUX", group: grpForeign, status: handOver, help: "read the kernel's layout from a vmlinux with debug information"},
-	{short: 'g', long: "generate-vmcoreinfo", shortOnly: true, arg: "VMCOREINFO", group: grpForeign, status: handOver, help: "write a VMCOREINFO file from a vmlinux"},
-	{long: "config", arg: "FILE", group: grpForeign, status: handOver, help: "erase kernel data named in a filter config file"},
 	{long: "eppic", arg: "MACRO", group: grpForeign, status: handOver, help: "erase kernel data with eppic macros"},
-	{long: "vtop", arg: "ADDR", group: grpForeign, status: handOver, help: "print the physical address of a virtual one"},
 	{long: "mem-usage", group: grpForeign, status: handOver, help: "print the running kernel's page usage (/proc/kcore)"},
 	{long: "extension", arg: "SO", group: grpForeign, status: handOver, help: "load a makedumpfile extension (upstream, after 1.7.x)"},
 	{short: 'X', long: "exclude-xen-dom", shortOnly: true, group: grpForeign, status: handOver, help: "exclude Xen domain-U pages"},

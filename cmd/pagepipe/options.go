@@ -25,26 +25,31 @@ import (
 type options struct {
 	given map[string]bool // the options on the line, by long name
 
-	compress     string // the chosen codec's name; "" = none
-	levels       []dump.Level
-	force        bool
-	threads      int
-	mapSizeKiB   int
-	nonMmap      bool
-	msgLevel     int
-	version      bool
-	help         bool
-	checkParams  bool
-	vmcoreinfo   string
-	cpuprofile   string
-	heapprofile  string
-	statsFile    string // pagepipe bench's: per-stage CPU and phase times
-	dumpDmesg    bool
-	flatten      bool
-	elf          bool
-	split        bool
-	reassemble   bool
-	splitblockKB int
+	compress        string // the chosen codec's name; "" = none
+	levels          []dump.Level
+	force           bool
+	threads         int
+	mapSizeKiB      int
+	nonMmap         bool
+	msgLevel        int
+	version         bool
+	help            bool
+	checkParams     bool
+	vmcoreinfo      string
+	vmlinux         string // -x
+	filterConfig    string // --config
+	genVMCOREINFO   string // -g
+	moduleDebuginfo string // --module-debuginfo
+	vtop            uint64 // --vtop
+	cpuprofile      string
+	heapprofile     string
+	statsFile       string // pagepipe bench's: per-stage CPU and phase times
+	dumpDmesg       bool
+	flatten         bool
+	elf             bool
+	split           bool
+	reassemble      bool
+	splitblockKB    int
 
 	blockOrder     int
 	cyclicBufferKB int
@@ -209,6 +214,11 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	str("dump-level")
 	boolean(&o.excludeVmemmap, "exclude-vmemmap")
 	text(&o.vmcoreinfo, "vmcoreinfo", "")
+	text(&o.vmlinux, "vmlinux", "")
+	text(&o.filterConfig, "config", "")
+	text(&o.moduleDebuginfo, "module-debuginfo", "")
+	text(&o.genVMCOREINFO, "generate-vmcoreinfo", "")
+	str("vtop")
 	text(&o.partialPages, "partial-pages", partialPagesDefault())
 	boolean(&o.zeroUnreadable, "zero-unreadable")
 	boolean(&o.dumpDmesg, "dump-dmesg")
@@ -328,6 +338,14 @@ func (o *options) mdfValues() error {
 // makedumpfile where a value would otherwise be a silent 0: a number must
 // be a number. Then the options pagepipe has no counterpart for.
 func (o *options) values() error {
+	if v := *o.raw["vtop"]; o.given["vtop"] {
+		// strtoul(optarg, NULL, 0), as makedumpfile reads it.
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 64)
+		if err != nil {
+			return usagef("--vtop %s: not an address", v)
+		}
+		o.vtop = n
+	}
 	levels := strings.FieldsFunc(*o.raw["dump-level"], func(r rune) bool { return r == ',' })
 	if len(levels) == 0 {
 		levels = []string{"0"}
@@ -390,6 +408,11 @@ func (o *options) values() error {
 // --split), differences says so.
 func (o *options) check() error {
 	switch {
+	case o.given["generate-vmcoreinfo"]:
+		if !o.given["vmlinux"] || len(o.args) != 0 {
+			return usagef("-g FILE needs -x VMLINUX and no other file")
+		}
+		return nil
 	case o.rearrange:
 		return o.checkRearrange()
 	case o.reassemble:
@@ -452,8 +475,6 @@ func (o *options) checkCreate() error {
 		return &mdfError{"--dry-run cannot be used with --dump-dmesg."}
 	case o.flatten && o.split:
 		return usagef("--split cannot be used with -F")
-	case g["config"] && !g["vmlinux"]:
-		return usagef("--config needs -x")
 	case o.partialDmesg && !o.dumpDmesg:
 		return usagef("--partial-dmesg is for --dump-dmesg")
 	case o.excludeVmemmap && o.workDir == "":
@@ -524,6 +545,10 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 	}
 	d := dump.Options{
 		VMCOREINFOFile:  o.vmcoreinfo,
+		Vmlinux:         o.vmlinux,
+		FilterConfig:    o.filterConfig,
+		ModuleDebuginfo: o.moduleDebuginfo,
+		Vtop:            o.vtop,
 		Levels:          o.levels,
 		Codec:           o.compress,
 		Workers:         threads,

@@ -1,0 +1,431 @@
+package debuginfo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// BTF is a kernel's BPF Type Format type information: vmlinux's (between
+// __start_BTF and __stop_BTF in the kernel image) or a module's split BTF
+// on top of it. It answers Types' questions as the DWARF does (the same
+// type chains, the same depth-first member search), so that a config
+// resolves to the same bytes; what BTF does not hold it cannot answer: on
+// kernels whose BTF was made without pahole's global_var feature (Debian
+// 12's 6.1, Debian 13's 6.12) only the per-cpu variables have their types
+// there.
+//
+// pagepipe reads BTF itself rather than through github.com/cilium/ebpf/btf:
+// the lookups need a fraction of that package, which would add 380 KiB to
+// the static binary a capture kernel carries.
+type BTF struct {
+	base   *BTF
+	first  uint32 // the ID of types[0]: 1, or the base's count + 1
+	types  []btfType
+	byName map[string][]uint32 // IDs of the named types, in ID order
+	// strs is the string section; a split BTF's offsets start past its
+	// base's baseStrs bytes.
+	strs     []byte
+	baseStrs uint32
+}
+
+// btfType is one BTF type.
+type btfType struct {
+	name  string
+	kind  uint8
+	kflag bool
+	vlen  uint16
+	// sizeType is the size (INT, STRUCT, UNION, ENUM, FLOAT, DATASEC) or
+	// the referenced type (PTR, TYPEDEF, qualifiers, FUNC, FUNC_PROTO,
+	// VAR).
+	sizeType uint32
+	// ARRAY: the element type and the count.
+	elem, nelems uint32
+	members      []btfMember // STRUCT and UNION
+}
+
+type btfMember struct {
+	name   string
+	typ    uint32
+	offset uint32 // bits; with kflag, a bitfield's size in the top byte
+}
+
+// BTF kinds.
+const (
+	btfInt = iota + 1
+	btfPtr
+	btfArray
+	btfStruct
+	btfUnion
+	btfEnum
+	btfFwd
+	btfTypedef
+	btfVolatile
+	btfConst
+	btfRestrict
+	btfFunc
+	btfFuncProto
+	btfVar
+	btfDatasec
+	btfFloat
+	btfDeclTag
+	btfTypeTag
+	btfEnum64
+)
+
+const (
+	btfMagic     = 0xeb9f
+	btfHeaderLen = 24
+	// maxBTFTypes bounds the types read (a 6.12 vmlinux has 130 000).
+	maxBTFTypes = 1 << 21
+)
+
+// ParseBTF reads raw BTF, a vmlinux's (base nil) or a module's split BTF
+// on top of base. Either byte order is read.
+func ParseBTF(data []byte, base *BTF) (*BTF, error) {
+	if len(data) < btfHeaderLen {
+		return nil, fmt.Errorf("btf: %d bytes, no header", len(data))
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	switch {
+	case binary.LittleEndian.Uint16(data) == btfMagic:
+	case binary.BigEndian.Uint16(data) == btfMagic:
+		bo = binary.BigEndian
+	default:
+		return nil, fmt.Errorf("btf: magic %#x", binary.LittleEndian.Uint16(data))
+	}
+	hdrLen := uint64(bo.Uint32(data[4:]))
+	typeOff, typeLen := uint64(bo.Uint32(data[8:])), uint64(bo.Uint32(data[12:]))
+	strOff, strLen := uint64(bo.Uint32(data[16:])), uint64(bo.Uint32(data[20:]))
+	if hdrLen < btfHeaderLen || hdrLen+typeOff+typeLen > uint64(len(data)) || hdrLen+strOff+strLen > uint64(len(data)) {
+		return nil, errors.New("btf: sections past the end of the data")
+	}
+	types := data[hdrLen+typeOff:][:typeLen]
+	strs := data[hdrLen+strOff:][:strLen]
+	b := &BTF{base: base, first: 1, byName: map[string][]uint32{}}
+	var baseStrs uint32
+	if base != nil {
+		b.first = base.first + uint32(len(base.types))
+		baseStrs = base.strLen()
+	}
+	b.strs, b.baseStrs = strs, baseStrs
+	for at := 0; at < len(types); {
+		if len(b.types) == maxBTFTypes {
+			return nil, fmt.Errorf("btf: more than %d types", maxBTFTypes)
+		}
+		if at+12 > len(types) {
+			return nil, errors.New("btf: a type cut short")
+		}
+		info := bo.Uint32(types[at+4:])
+		t := btfType{kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
+		name, err := b.str(bo.Uint32(types[at:]))
+		if err != nil {
+			return nil, err
+		}
+		t.name = name
+		at += 12
+		var extra int
+		switch t.kind {
+		case btfInt, btfVar, btfDeclTag:
+			extra = 4
+		case btfArray:
+			extra = 12
+		case btfStruct, btfUnion, btfDatasec:
+			extra = 12 * int(t.vlen)
+		case btfEnum, btfFuncProto:
+			extra = 8 * int(t.vlen)
+		case btfEnum64:
+			extra = 12 * int(t.vlen)
+		case btfPtr, btfFwd, btfTypedef, btfVolatile, btfConst, btfRestrict, btfFunc, btfFloat, btfTypeTag:
+		default:
+			return nil, fmt.Errorf("btf: type %d has kind %d", b.first+uint32(len(b.types)), t.kind)
+		}
+		if at+extra > len(types) {
+			return nil, errors.New("btf: a type cut short")
+		}
+		rest := types[at : at+extra]
+		switch t.kind {
+		case btfArray:
+			t.elem, t.nelems = bo.Uint32(rest), bo.Uint32(rest[8:])
+		case btfStruct, btfUnion:
+			t.members = make([]btfMember, t.vlen)
+			for i := range t.members {
+				m := rest[12*i:]
+				mn, err := b.str(bo.Uint32(m))
+				if err != nil {
+					return nil, err
+				}
+				t.members[i] = btfMember{name: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])}
+			}
+		}
+		at += extra
+		id := b.first + uint32(len(b.types))
+		b.types = append(b.types, t)
+		if t.name != "" {
+			b.byName[t.name] = append(b.byName[t.name], id)
+		}
+	}
+	return b, nil
+}
+
+// str and strLen serve a split BTF's string lookups into its base.
+func (b *BTF) str(off uint32) (string, error) {
+	if b.base != nil && off < b.baseStrs {
+		return b.base.str(off)
+	}
+	o := uint64(off - b.baseStrs)
+	if o >= uint64(len(b.strs)) {
+		return "", fmt.Errorf("btf: string offset %d", off)
+	}
+	end := o
+	for end < uint64(len(b.strs)) && b.strs[end] != 0 {
+		end++
+	}
+	return string(b.strs[o:end]), nil
+}
+
+func (b *BTF) strLen() uint32 { return b.baseStrs + uint32(len(b.strs)) }
+
+// typ is the type of an ID; nil for void (0) and unknown IDs.
+func (b *BTF) typ(id uint32) *btfType {
+	if id == 0 {
+		return nil
+	}
+	if id < b.first {
+		if b.base == nil {
+			return nil
+		}
+		return b.base.typ(id)
+	}
+	if i := id - b.first; i < uint32(len(b.types)) {
+		return &b.types[i]
+	}
+	return nil
+}
+
+// named lists the IDs of the types of a name: this BTF's first, then its
+// base's.
+func (b *BTF) named(name string) []uint32 {
+	ids := b.byName[name]
+	if b.base != nil {
+		ids = append(ids[:len(ids):len(ids)], b.base.named(name)...)
+	}
+	return ids
+}
+
+// PointerSize is 8: BTF is made for 64-bit kernels here.
+func (b *BTF) PointerSize() int { return 8 }
+
+// next is the type a type refers to on its chain, and whether it has one
+// (makedumpfile's DW_AT_type): an array's element, a function's return.
+func (t *btfType) next() (uint32, bool) {
+	switch t.kind {
+	case btfPtr, btfTypedef, btfVolatile, btfConst, btfRestrict, btfTypeTag, btfFuncProto, btfVar, btfFunc:
+		return t.sizeType, true
+	case btfArray:
+		return t.elem, true
+	}
+	return 0, false
+}
+
+// size is a type's byte size as DWARF's DW_AT_byte_size would say: -1 for
+// the kinds that have none.
+func (b *BTF) size(t *btfType) int64 {
+	switch t.kind {
+	case btfInt, btfStruct, btfUnion, btfEnum, btfEnum64, btfFloat:
+		return int64(t.sizeType)
+	case btfPtr:
+		return int64(b.PointerSize())
+	}
+	return -1
+}
+
+// chain follows id's type chain to its end, as makedumpfile follows
+// DW_AT_type (see Type). An enumeration ends as DWARF's does, at its
+// underlying integer type.
+func (b *BTF) chain(id uint32) (Type, error) {
+	t := Type{ArrayLen: -1}
+	cur := b.typ(id)
+	if cur == nil {
+		return Type{}, fmt.Errorf("btf: type %d is not there", id)
+	}
+	var end *btfType
+	for range maxChain {
+		nid, ok := cur.next()
+		if !ok {
+			break
+		}
+		nxt := b.typ(nid)
+		if nxt == nil {
+			break // void
+		}
+		switch nxt.kind {
+		case btfArray:
+			t.Flags |= Array
+		case btfPtr:
+			t.Flags |= Ptr
+		case btfStruct:
+			t.Flags |= Struct
+		case btfFwd:
+			if !nxt.kflag { // a structure's declaration, not a union's
+				t.Flags |= Struct
+			}
+		case btfInt, btfFloat, btfEnum, btfEnum64:
+			t.Flags |= Base
+		}
+		end = nxt
+		cur = nxt
+	}
+	if end == nil {
+		return Type{}, fmt.Errorf("btf: type %d has no type", id)
+	}
+	t.Name, t.Size = end.name, b.size(end)
+	if end.kind == btfEnum || end.kind == btfEnum64 {
+		t.Name = enumBase(end)
+	}
+	if t.Name == "" && t.Flags == Ptr {
+		t.Name = "void"
+	}
+	return t, nil
+}
+
+// enumBase is the name of the integer type DWARF gives an enumeration.
+func enumBase(t *btfType) string {
+	signed := t.kflag
+	switch {
+	case t.sizeType == 8 && signed:
+		return "long int"
+	case t.sizeType == 8:
+		return "long unsigned int"
+	case signed:
+		return "int"
+	}
+	return "unsigned int"
+}
+
+// arrayLen is the first dimension of the type id refers to, through one
+// const, when it is an array; -1 otherwise (and for a flexible array).
+func (b *BTF) arrayLen(id uint32) int64 {
+	t := b.typ(id)
+	if t != nil && t.kind == btfConst {
+		t = b.typ(t.sizeType)
+	}
+	if t == nil || t.kind != btfArray || t.nelems == 0 {
+		return -1
+	}
+	return int64(t.nelems)
+}
+
+// Var is the type of the variable name. BTF has the types of the per-cpu
+// variables, and of the others only where pahole's global_var was on.
+func (b *BTF) Var(name string) (Type, error) {
+	for _, id := range b.named(name) {
+		if v := b.typ(id); v.kind == btfVar {
+			t, err := b.chain(id)
+			if err != nil {
+				return Type{}, err
+			}
+			t.ArrayLen = b.arrayLen(v.sizeType)
+			return t, nil
+		}
+	}
+	return Type{}, fmt.Errorf("the kernel's BTF has no type for variable %q (it holds the per-cpu variables only, unless pahole's global_var made it; -x VMLINUX has them all): %w", name, ErrNotFound)
+}
+
+// structType finds the structure of a name: the first structure with a
+// size, or typedef (of typedefs) of one.
+func (b *BTF) structType(name string) (*btfType, error) {
+	for _, id := range b.named(name) {
+		t := b.typ(id)
+		for n := 0; t != nil && t.kind == btfTypedef && n < maxChain; n++ {
+			t = b.typ(t.sizeType)
+		}
+		if t != nil && t.kind == btfStruct && t.sizeType > 0 {
+			return t, nil
+		}
+	}
+	return nil, notFound("structure", name)
+}
+
+// StructSize is the size of the structure named name.
+func (b *BTF) StructSize(name string) (int64, error) {
+	t, err := b.structType(name)
+	if err != nil {
+		return 0, err
+	}
+	return int64(t.sizeType), nil
+}
+
+// Member finds member in the structure named structName, as DWARF's
+// Member does; a bitfield has no byte offset and is passed over.
+func (b *BTF) Member(structName, member string) (Member, error) {
+	s, err := b.structType(structName)
+	if err != nil {
+		return Member{}, err
+	}
+	budget := maxMemberVisits
+	m, found, err := b.searchMember(s, member, 0, &budget)
+	if err != nil {
+		return Member{}, err
+	}
+	if !found {
+		return Member{}, fmt.Errorf("structure %q has no member %q: %w", structName, member, ErrNotFound)
+	}
+	return m, nil
+}
+
+func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int) (Member, bool, error) {
+	if depth > maxDepth {
+		return Member{}, false, nil
+	}
+	for _, m := range s.members {
+		if *budget--; *budget < 0 {
+			return Member{}, false, errMemberSearch
+		}
+		bits, bitfield := m.offset, uint32(0)
+		if s.kflag {
+			bits, bitfield = m.offset&0xffffff, m.offset>>24
+		}
+		if m.name != member {
+			t := b.typ(m.typ)
+			if t != nil && (t.kind == btfStruct || t.kind == btfUnion) {
+				in, found, err := b.searchMember(t, member, depth+1, budget)
+				if err != nil {
+					return Member{}, false, err
+				}
+				if found {
+					in.Offset += int64(bits / 8)
+					return in, true, nil
+				}
+			}
+			continue
+		}
+		if bitfield != 0 || bits%8 != 0 {
+			continue
+		}
+		t, err := b.chainFrom(m.typ)
+		if err != nil {
+			return Member{}, false, err
+		}
+		return Member{Offset: int64(bits / 8), Type: t}, true, nil
+	}
+	return Member{}, false, nil
+}
+
+// chainFrom is the chain of a member of type id: as a DWARF member DIE's,
+// it starts at the member's own type.
+func (b *BTF) chainFrom(id uint32) (Type, error) {
+	holder := btfType{kind: btfVar, sizeType: id}
+	t, err := b.chainOf(&holder)
+	if err != nil {
+		return Type{}, err
+	}
+	t.ArrayLen = b.arrayLen(id)
+	return t, nil
+}
+
+// chainOf is chain for a type that is not in the table (a member's holder).
+func (b *BTF) chainOf(h *btfType) (Type, error) {
+	b2 := &BTF{base: b, first: b.first + uint32(len(b.types)), types: []btfType{*h}}
+	return b2.chain(b2.first)
+}
