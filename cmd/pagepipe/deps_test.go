@@ -55,7 +55,7 @@ func TestImportsOnlyTheEngine(t *testing.T) {
 var layers = [][]string{
 	{"cmd/pagepipe", "cmd/pagepipe-bench"},
 	{"bench", "internal/synth"},
-	{"dump"},
+	{"dump", "internal/fixture"},
 	{"pipeline", "priority"},
 	{"filter", "sink"},
 	{"source"},
