@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"pagepipe/internal/fixture"
@@ -82,43 +83,111 @@ func realVmcore(t *testing.T) fixture.Paths {
 	return fixture.Real(t, fixture.Options{})
 }
 
+// dumps caches the dumps that dump made, so that tests comparing the
+// same dump with several judges make it once. A dump of a real machine
+// is up to a GiB and a run asks for hundreds, so the cache keeps at most
+// dumpBudget bytes: past that it deletes the least recently used dumps
+// that no running test holds (a test holds every dump it asked for until
+// it ends), and a later call makes a deleted one again.
 var dumps = struct {
 	sync.Mutex
-	m map[string]string
-	n int // dumps made: names stay unique when forgetDumps deletes some
-}{m: map[string]string{}}
+	m     map[string]*cachedDump
+	n     int   // dumps made: names stay unique when dumps are deleted
+	bytes int64 // on disk, of the dumps in m
+	clock int64 // ticks at each use, for least recently used
+}{m: map[string]*cachedDump{}}
 
-// dump runs prog ("pagepipe" or "makedumpfile") with args on vmcore once
-// per test binary run and returns the dump's path; later calls reuse it.
+type cachedDump struct {
+	path, report string
+	size         int64
+	used         int64 // dumps.clock at the last use
+	holders      int   // running tests that asked for it
+}
+
+// dumpBudget is the bytes of dumps kept for later tests (4 GiB, or
+// PAGEPIPE_E2E_DUMP_BUDGET in MiB).
+func dumpBudget() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("PAGEPIPE_E2E_DUMP_BUDGET"), 10, 64); err == nil && v >= 0 {
+		return v << 20
+	}
+	return 4 << 30
+}
+
+// dump runs prog ("pagepipe" or "makedumpfile") with args on vmcore and
+// returns the dump's path, which stays until t ends; a later call with the
+// same arguments reuses the dump while the cache keeps it.
 func dump(t *testing.T, prog, vmcore string, args ...string) string {
 	t.Helper()
 	key := prog + " " + strings.Join(args, " ") + " " + vmcore
 	dumps.Lock()
 	defer dumps.Unlock()
-	if p, ok := dumps.m[key]; ok {
-		return p
+	dumps.clock++
+	d, ok := dumps.m[key]
+	if !ok {
+		dumps.n++
+		out := filepath.Join(workDir, fmt.Sprintf("dump-%d", dumps.n))
+		path := prog
+		if prog == "pagepipe" {
+			path = bin
+		}
+		cmd := exec.Command(path, append(append([]string{"--message-level", "23"}, args...), vmcore, out)...)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			os.Remove(out)
+			t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, b)
+		}
+		d = &cachedDump{path: out, report: string(b), size: diskSize(out)}
+		dumps.m[key] = d
+		dumps.bytes += d.size
 	}
-	dumps.n++
-	out := filepath.Join(workDir, fmt.Sprintf("dump-%d", dumps.n))
-	path := prog
-	if prog == "pagepipe" {
-		path = bin
+	d.used = dumps.clock
+	d.holders++
+	t.Cleanup(func() {
+		dumps.Lock()
+		defer dumps.Unlock()
+		d.holders--
+		evictDumps(dumpBudget())
+	})
+	evictDumps(dumpBudget())
+	return d.path
+}
+
+// evictDumps deletes the least recently used dumps that no running test
+// holds until the cache is within budget bytes. dumps is locked.
+func evictDumps(budget int64) {
+	for dumps.bytes > budget {
+		var oldest string
+		for k, d := range dumps.m {
+			if d.holders == 0 && (oldest == "" || d.used < dumps.m[oldest].used) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		os.Remove(dumps.m[oldest].path)
+		dumps.bytes -= dumps.m[oldest].size
+		delete(dumps.m, oldest)
 	}
-	cmd := exec.Command(path, append(append([]string{"--message-level", "23"}, args...), vmcore, out)...)
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, b)
+}
+
+// diskSize is the bytes path takes on disk (a dump may be sparse).
+func diskSize(path string) int64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0
 	}
-	dumps.m[key] = out
-	dumps.m[key+" report"] = string(b)
-	return out
+	return st.Blocks * 512
 }
 
 // report returns the messages of the dump made by the same call to dump.
 func report(prog, vmcore string, args ...string) string {
 	dumps.Lock()
 	defer dumps.Unlock()
-	return dumps.m[prog+" "+strings.Join(args, " ")+" "+vmcore+" report"]
+	if d, ok := dumps.m[prog+" "+strings.Join(args, " ")+" "+vmcore]; ok {
+		return d.report
+	}
+	return ""
 }
 
 var reportLine = regexp.MustCompile(`(?m)^\s*(Original pages|Excluded pages|Pages filled with zero|Non-private cache pages|Private cache pages|User process data pages|Free pages|Hwpoison pages|Offline pages|Remaining pages|Memory Hole|Total pages|Write bytes)\s*: (\S+)`)

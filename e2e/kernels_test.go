@@ -70,19 +70,16 @@ func newKernel(t *testing.T, opt fixture.Options, release string, la57 bool) str
 	return vmcore
 }
 
-// forgetDumps deletes the dumps of vmcore that dump made, and their reports.
+// forgetDumps deletes the dumps of vmcore that no running test holds.
 func forgetDumps(vmcore string) {
 	dumps.Lock()
 	defer dumps.Unlock()
-	for k, v := range dumps.m {
-		switch {
-		case strings.HasSuffix(k, " "+vmcore):
-			os.Remove(v)
-		case strings.HasSuffix(k, " "+vmcore+" report"):
-		default:
-			continue
+	for k, d := range dumps.m {
+		if d.holders == 0 && strings.HasSuffix(k, " "+vmcore) {
+			os.Remove(d.path)
+			dumps.bytes -= d.size
+			delete(dumps.m, k)
 		}
-		delete(dumps.m, k)
 	}
 }
 
