@@ -22,6 +22,12 @@ const (
 	ptNote        = 4
 	pnXnum        = 0xffff
 	ntPrstatus    = 1
+	ntTaskstruct  = 4
+
+	// maxUnmapped bounds the PT_LOADs without a physical address kept
+	// (kcore has a few: vmalloc, modules, one vmemmap range per RAM
+	// range).
+	maxUnmapped = 1 << 16
 
 	// maxPhnum bounds the program headers we accept; real vmcores have a
 	// few hundred at most (one per System RAM range), PN_XNUM ones more.
@@ -62,6 +68,13 @@ type Info struct {
 	// VmcoreinfoOff and VmcoreinfoSize locate the VMCOREINFO note's text
 	// inside Notes; Size 0 means there is none.
 	VmcoreinfoOff, VmcoreinfoSize uint64
+	// Unmapped are the PT_LOADs without a physical address (p_paddr -1):
+	// /proc/kcore's vmalloc, module and vmemmap ranges. Nothing reads
+	// them; Kcore types them.
+	Unmapped []Load
+	// Tasks counts CORE NT_TASKSTRUCT notes: /proc/kcore has one, a
+	// vmcore none.
+	Tasks int
 	// MaxMapnr is one past the highest pfn of any PT_LOAD.
 	MaxMapnr uint64
 	// pageSize is the crashed kernel's page size: VMCOREINFO's PAGESIZE,
@@ -153,6 +166,16 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 		typ := le.Uint32(p)
 		off, vaddr, paddr := le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:])
 		filesz, memsz := le.Uint64(p[32:]), le.Uint64(p[40:])
+		if typ == ptLoad && paddr == ^uint64(0) {
+			// No physical address: not RAM (kcore's vmalloc, vmemmap and
+			// module ranges). Never read, so its data need not lie in
+			// the file; kept for typing /proc/kcore's segments.
+			if len(in.Unmapped) < maxUnmapped {
+				in.Unmapped = append(in.Unmapped, Load{Paddr: paddr, Vaddr: vaddr, Offset: off, FileSize: filesz, MemSize: memsz,
+					Flags: le.Uint32(p[4:]), Align: le.Uint64(p[48:])})
+			}
+			continue
+		}
 		if off > uint64(size) || filesz > uint64(size)-off {
 			return nil, fmt.Errorf("program header %d: data [%#x, +%#x) runs past the end of the %d-byte file", i, off, filesz, size)
 		}
@@ -163,9 +186,6 @@ func ParseELF(r io.ReaderAt, size int64) (*Info, error) {
 			}
 			noteSegs = append(noteSegs, [2]uint64{off, filesz})
 		case ptLoad:
-			if paddr == ^uint64(0) {
-				continue // no physical address: not RAM
-			}
 			if memsz < filesz {
 				return nil, fmt.Errorf("program header %d: p_memsz %#x < p_filesz %#x", i, memsz, filesz)
 			}
@@ -244,6 +264,8 @@ func (in *Info) walkNotes(start int) error {
 			if in.arch != nil && int(descsz) != in.arch.PrstatusSize() && in.prstatusSize == 0 {
 				in.prstatusSize = int(descsz)
 			}
+		case name == "CORE" && typ == ntTaskstruct:
+			in.Tasks++
 		case name == "VMCOREINFO" && in.VmcoreinfoSize == 0:
 			in.VmcoreinfoOff = uint64(start) + descOff
 			in.VmcoreinfoSize = descsz

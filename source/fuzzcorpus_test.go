@@ -35,6 +35,11 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	elfSeeds = append(elfSeeds, fuzzcorpus.Seed{Name: "vmcore-filesz-past-eof", Args: []any{bad}})
 	fuzzcorpus.Check(t, "FuzzParseELF", elfSeeds)
 
+	kc := kcoreHeader(t, kcoreMachines()[0].spec)
+	kcoreSeeds := []fuzzcorpus.Seed{{Name: "kcore", Args: []any{kc}}}
+	kcoreSeeds = append(kcoreSeeds, fuzzcorpus.Truncations("kcore", kc, 64+56*3, len(kc)-100)...)
+	fuzzcorpus.Check(t, "FuzzKcore", kcoreSeeds)
+
 	d := tinyDump()
 	dumpSeeds := []fuzzcorpus.Seed{{Name: "dump", Args: []any{d}}}
 	dumpSeeds = append(dumpSeeds, fuzzcorpus.Truncations("dump", d, 8, 512, 1500, len(d)-1)...)

@@ -70,14 +70,14 @@ type Reader interface {
 func OpenMemory(path string) (Memory, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, denied(path, err)
 	}
 	var magic [16]byte
 	_, err = io.ReadFull(f, magic[:])
 	f.Close()
 	switch {
 	case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, err
+		return nil, denied(path, err)
 	case bytes.HasPrefix(magic[:], []byte("KDUMP   ")) || bytes.HasPrefix(magic[:], []byte("DISKDUMP")):
 		return openSupportedDump(path)
 	case bytes.HasPrefix(magic[:], []byte("makedumpfile")):

@@ -17,6 +17,9 @@ import (
 // each worker reads pages through its own PageReader.
 type Vmcore struct {
 	*Info
+	// Kcore is the layout of a /proc/kcore-shaped input (a live dump's),
+	// nil for a vmcore; its Loads are then only the RAM segments.
+	Kcore   *Kcore
 	Path    string
 	f       *os.File
 	size    int64
@@ -92,7 +95,7 @@ type extent struct{ start, end, off uint64 }
 func Open(path string) (*Vmcore, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, denied(path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -102,9 +105,20 @@ func Open(path string) (*Vmcore, error) {
 	in, err := ParseELF(f, st.Size())
 	if err != nil {
 		f.Close()
+		if d := denied(path, err); d != err {
+			return nil, d
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Vmcore{Info: in, Path: path, f: f, size: st.Size(), extents: buildExtents(in.Loads, in.pageSize)}, nil
+	v := &Vmcore{Info: in, Path: path, f: f, size: st.Size()}
+	if in.IsKcore() {
+		if v.Kcore, err = TypeKcore(in); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	v.extents = buildExtents(in.Loads, in.pageSize)
+	return v, nil
 }
 
 // Close unmaps ReadPhys's windows and closes the file.

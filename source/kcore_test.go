@@ -1,0 +1,213 @@
+package source
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"pagepipe/internal/synth"
+)
+
+// kcoreMachines are kcore-shaped images of kernel machines: x86_64 with
+// low RAM, the main range and RAM above 4 GiB (three vmemmap ranges, two
+// merged by the kernel's rule or not), and arm64.
+func kcoreMachines() []struct {
+	name string
+	spec synth.Spec
+	opts synth.KcoreOptions
+} {
+	x86 := synth.KernelMachine("6.1", 64)
+	x86hi := synth.KernelMachine("6.1", 64)
+	x86hi.Segments = append(x86hi.Segments, synth.Segment{Paddr: 4 << 30, FileSize: 16 << 20, MemSize: 16 << 20})
+	return []struct {
+		name string
+		spec synth.Spec
+		opts synth.KcoreOptions
+	}{
+		{"x86_64", x86, synth.KcoreOptions{}},
+		{"x86_64-high-split-vmemmap", x86hi, synth.KcoreOptions{SplitVmemmap: true}},
+		{"x86_64-4.19", synth.KernelMachine("4.19", 64), synth.KcoreOptions{}},
+		{"arm64", synth.NewARM64Machine(synth.KernelSpec{Profile: "6.1", KASLR: true}, 64), synth.KcoreOptions{}},
+	}
+}
+
+func writeKcore(t testing.TB, s synth.Spec, o synth.KcoreOptions) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kcore")
+	if err := synth.WriteKcore(path, s, o); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Every PT_LOAD of a kcore-shaped image gets the kind its address range
+// says, the vmcore's Loads are the RAM ones only, and their pages read as
+// the machine's RAM (the image's pages too, through the direct map).
+func TestKcoreSegmentTyping(t *testing.T) {
+	for _, m := range kcoreMachines() {
+		t.Run(m.name, func(t *testing.T) {
+			want, err := synth.KcoreLayout(m.spec, m.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := Open(writeKcore(t, m.spec, m.opts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			if v.Kcore == nil {
+				t.Fatal("a kcore-shaped image opened as a vmcore")
+			}
+			got := map[uint64]string{}
+			for _, s := range v.Kcore.Segments {
+				got[s.Vaddr] = s.Kind.String()
+			}
+			var ramLoads int
+			for _, w := range want {
+				if got[w.Vaddr] != w.Kind {
+					t.Errorf("PT_LOAD at %#x (%#x bytes): typed %q, want %q", w.Vaddr, w.Size, got[w.Vaddr], w.Kind)
+				}
+				switch w.Kind {
+				case "ram":
+					ramLoads++
+					if dm := w.Vaddr - w.Paddr; v.Kcore.DirectMap != dm {
+						t.Errorf("direct map %#x, want %#x", v.Kcore.DirectMap, dm)
+					}
+				case "text":
+					if v.Kcore.ImageStart != w.Paddr || v.Kcore.ImageEnd != w.Paddr+w.Size {
+						t.Errorf("image [%#x, %#x), want [%#x, %#x)", v.Kcore.ImageStart, v.Kcore.ImageEnd, w.Paddr, w.Paddr+w.Size)
+					}
+				}
+			}
+			if len(v.Kcore.Segments) != len(want) {
+				t.Errorf("%d segments typed, %d written", len(v.Kcore.Segments), len(want))
+			}
+			if len(v.Loads) != ramLoads {
+				t.Errorf("%d loads read, want the %d RAM ones", len(v.Loads), ramLoads)
+			}
+			r := v.NewReader(0, false)
+			defer r.Close()
+			ps := v.PageSize()
+			buf := make([]byte, ps)
+			for _, l := range v.Loads {
+				for _, pa := range []uint64{l.Paddr, l.Paddr + l.MemSize - ps, v.Kcore.ImageStart} {
+					if pa < l.Paddr || pa >= l.Paddr+l.MemSize {
+						continue
+					}
+					page, err := r.Page(pa / ps)
+					if err != nil {
+						t.Fatal(err)
+					}
+					synth.Page(m.spec, pa/ps, buf)
+					if !bytes.Equal(page, buf) {
+						t.Errorf("page at %#x differs from the machine's", pa)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A kcore without VMCOREINFO (before 4.19) is refused as unsupported,
+// before anything is read.
+func TestKcoreWithoutVMCOREINFO(t *testing.T) {
+	m := kcoreMachines()[0]
+	_, err := Open(writeKcore(t, m.spec, synth.KcoreOptions{NoVMCOREINFO: true}))
+	if !errors.Is(err, ErrNoVmcoreinfo) || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err %v, want ErrNoVmcoreinfo and ErrUnsupported", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("%q is more than one line", err)
+	}
+}
+
+// A refused open of kcore says why in one line: not root, or lockdown
+// (which refuses root too); a vmcore's permission error stays as it is.
+func TestKcoreDenied(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		lockdown string
+		root     bool
+		want     string
+	}{
+		{"[none] integrity confidentiality\n", false, "needs root (CAP_SYS_RAWIO)"},
+		{"none [integrity] confidentiality\n", true, "locked down (integrity)"},
+		{"none integrity [confidentiality]\n", false, "locked down (confidentiality)"},
+		{"", true, "refused to let"},
+	} {
+		f := filepath.Join(dir, "lockdown")
+		if err := os.WriteFile(f, []byte(tc.lockdown), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := lockdownFile
+		lockdownFile = f
+		e := denied("/proc/kcore", &os.PathError{Op: "open", Path: "/proc/kcore", Err: syscall.EPERM})
+		lockdownFile = old
+		d, ok := e.(*KcoreDeniedError)
+		if !ok {
+			t.Fatalf("%v is not a KcoreDeniedError", e)
+		}
+		d.Root = tc.root
+		if msg := d.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") || !errors.Is(d, ErrUnsupported) {
+			t.Errorf("lockdown %q root %v: %q, want one line with %q", tc.lockdown, tc.root, msg, tc.want)
+		}
+	}
+	perm := &os.PathError{Op: "open", Path: "/tmp/vmcore", Err: syscall.EACCES}
+	if e := denied("/tmp/vmcore", perm); e != error(perm) {
+		t.Errorf("a vmcore's error became %v", e)
+	}
+}
+
+// FuzzKcore parses kcore-shaped headers and types their segments: never a
+// panic, and what is typed is consistent (the Loads are the RAM segments,
+// all at one direct-map offset, within the image's pfns).
+func FuzzKcore(f *testing.F) {
+	for _, m := range kcoreMachines()[:1] {
+		f.Add(kcoreHeader(f, m.spec))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// /proc/kcore's size is the kernel's address space: nothing in
+		// it lies past the end.
+		in, err := ParseELF(bytes.NewReader(b), 1<<46)
+		if err != nil || !in.IsKcore() {
+			return
+		}
+		k, err := TypeKcore(in)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%q is more than one line", err)
+			}
+			return
+		}
+		if k.ImageEnd <= k.ImageStart && k.ImageEnd != 0 {
+			t.Fatalf("image [%#x, %#x)", k.ImageStart, k.ImageEnd)
+		}
+		for _, l := range in.Loads {
+			if l.Vaddr-l.Paddr != k.DirectMap {
+				t.Fatalf("RAM %+v not at the direct map %#x", l, k.DirectMap)
+			}
+			if (l.Paddr+l.MemSize+in.PageSize()-1)/in.PageSize() > in.MaxMapnr {
+				t.Fatalf("RAM %+v past max_mapnr %#x", l, in.MaxMapnr)
+			}
+		}
+		if len(k.Segments) != len(in.Loads)+len(in.Unmapped)+1 {
+			t.Fatalf("%d segments typed of %d RAM, %d unmapped and the image", len(k.Segments), len(in.Loads), len(in.Unmapped))
+		}
+	})
+}
+
+// kcoreHeader is the headers and notes of a kcore-shaped image of s: what
+// the kernel makes at every open, without the memory behind it.
+func kcoreHeader(t testing.TB, s synth.Spec) []byte {
+	t.Helper()
+	b, err := os.ReadFile(writeKcore(t, s, synth.KcoreOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := bytes.LastIndex(b[:1<<20], []byte("\n")) + 1
+	return b[:(n+3)&^3]
+}
