@@ -44,6 +44,9 @@ func inspect(d *source.Dump, w io.Writer, format string) error {
 	fmt.Fprintf(w, "release         : %s\n", h.Utsfield(2))
 	fmt.Fprintf(w, "machine         : %s\n", h.Utsfield(4))
 	fmt.Fprintf(w, "crash time      : %s\n", time.Unix(h.TimestampSec, 0).UTC().Format(time.RFC3339))
+	if notes, _, _, _ := d.Notes(); findLiveNote(notes) != nil {
+		printLive(w, findLiveNote(notes))
+	}
 	fmt.Fprintf(w, "status          : %#x%s\n", h.Status, statusNames(h.Status))
 	fmt.Fprintf(w, "block size      : %d\n", h.BlockSize)
 	fmt.Fprintf(w, "sub header      : %d blocks\n", h.SubHdrSize)
@@ -245,6 +248,9 @@ func inspectELF(w io.Writer, path string, f *dumpFile) error {
 	if vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo()); err == nil {
 		fmt.Fprintf(w, "release         : %s\n", vi.OSRelease())
 	}
+	if li := findLiveNote(v.Info.Notes); li != nil {
+		printLive(w, li)
+	}
 	fmt.Fprintf(w, "page size       : %d\n", v.PageSize())
 	fmt.Fprintf(w, "max_mapnr       : %d\n", v.MaxMapnr)
 	fmt.Fprintf(w, "cpus            : %d\n", v.NrCPUs)
@@ -270,4 +276,10 @@ func statusNames(st uint32) string {
 		s += " excluded-vmemmap"
 	}
 	return s
+}
+
+// printLive says that a dump is of the running kernel, and when it was read.
+func printLive(w io.Writer, li *LiveInfo) {
+	fmt.Fprintf(w, "live dump       : the running kernel, read from %s at %s (pages changed while they were read)\n",
+		li.Source, li.Taken.UTC().Format(time.RFC3339))
 }

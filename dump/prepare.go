@@ -44,6 +44,7 @@ type input struct {
 	eraseFilter *erase.Filter
 	eraseinfo   []byte
 	dwarf       *debuginfo.DWARF // -x
+	live        *live            // nil: not the running kernel
 }
 
 // prepare opens the input and runs the filter pass.
@@ -62,6 +63,21 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	switch m := v.(type) {
 	case *source.Vmcore:
 		in.vmcore = m
+		if m.Kcore != nil {
+			// The running kernel: see live.go. (A kcore-shaped file is
+			// dumped as one, but it is no memory of this machine.)
+			if source.LiveKcore(o.Input) {
+				if err := checkLiveTarget(o); err != nil {
+					return nil, err
+				}
+			}
+			in.live = &live{kcore: m.Kcore, taken: time.Now()}
+			o.Mmap = MmapOff // kcore has no mmap
+			if err := m.Info.LiveNotes(liveNote(in.live.taken, o.Input)); err != nil {
+				return nil, fmt.Errorf("%s: %w", o.Input, err)
+			}
+			ev.Notef(Common, "Dumping the running kernel (%s): pages may change while they are read.\n", o.Input)
+		}
 		if debugging(ev) {
 			m.MapStats().KeepWindows() // named in the copy pass's debug lines
 		}
@@ -147,6 +163,12 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	cycle := cycleOf(o, ev)
 	in.partial = partialPages(o, ev, cycle, v.Pfns())
 	window := cycleWindow(o, ev, cycle)
+	if in.isLive() {
+		// Scanned once, held whole: the count that fixes the page index
+		// is the bitmap the copy pass follows.
+		ev.Notef(Debug, "live: the 2nd bitmap is held whole\n")
+		window = 0
+	}
 	if in.vmcore != nil && o.useMmap() {
 		// The windows stay mapped while their page tables (a 512th of
 		// what they map) come to a quarter of the bitmap budget at most.
@@ -157,6 +179,11 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	}
 	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
+	}
+	if in.isLive() {
+		in.live.imagePages = holdImage(in.plan, in.live.kcore, v.PageSize())
+		ev.Notef(Debug, "live: the kernel image [%#x, %#x): %d of its pages the page scan left out are dumped\n",
+			in.live.kcore.ImageStart, in.live.kcore.ImageEnd, in.live.imagePages)
 	}
 	if n := in.plan.MaxMapnr; window != 0 && window < n {
 		ev.Notef(Debug, "the 2nd bitmap in %d cycles of %d pfns\n", (n+window-1)/window, window)
@@ -220,6 +247,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		note, err := fillKernelMeta(in.vmcore, vi, m)
 		if err != nil {
 			return nil, err
+		}
+		if in.isLive() {
+			m.CrashTime = in.live.taken.Unix() // no crash: when it was read
 		}
 		if note != "" {
 			ev.Notef(Debug, "%s\n", note)

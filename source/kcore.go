@@ -1,6 +1,8 @@
 package source
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -320,4 +322,34 @@ func denied(path string, err error) error {
 func LiveKcore(path string) bool {
 	var st syscall.Statfs_t
 	return strings.HasSuffix(path, "kcore") && syscall.Statfs(path, &st) == nil && st.Type == 0x9fa0 // PROC_SUPER_MAGIC
+}
+
+// LiveNotes makes in's notes those of a live dump of it: kcore's
+// NT_TASKSTRUCT (the reading process's task, of no use to an analysis,
+// and what tells kcore from a vmcore: IsKcore) left out and extra (whole
+// notes) appended. VMCOREINFO is found again.
+func (in *Info) LiveNotes(extra []byte) error {
+	le := binary.LittleEndian
+	var out []byte
+	b := in.Notes
+	for off := 0; off+12 <= len(b); {
+		namesz, descsz, typ := int(le.Uint32(b[off:])), int(le.Uint32(b[off+4:])), le.Uint32(b[off+8:])
+		if namesz == 0 && descsz == 0 && typ == 0 {
+			break
+		}
+		next := off + 12 + (namesz+3)&^3 + (descsz+3)&^3
+		if next > len(b) || next < off {
+			return fmt.Errorf("kcore note at %#x runs past the notes", off)
+		}
+		name := string(bytes.TrimRight(b[off+12:off+12+namesz], "\x00"))
+		if name != "CORE" || typ != ntTaskstruct {
+			out = append(out, b[off:next]...)
+		}
+		off = next
+	}
+	out = append(out, extra...)
+	in.Notes, in.NrCPUs, in.Tasks, in.VmcoreinfoOff, in.VmcoreinfoSize = out, 0, 0, 0, 0
+	binary.LittleEndian.PutUint64(in.NotePhdr[32:], uint64(len(out))) // p_filesz
+	binary.LittleEndian.PutUint64(in.NotePhdr[40:], uint64(len(out))) // p_memsz
+	return in.walkNotes(0)
 }

@@ -163,7 +163,6 @@ func TestHandOverOptions(t *testing.T) {
 		{[]string{"-c", "--eppic", "macro.c", "-X", "/proc/vmcore", out}, "--eppic (erase kernel data with eppic macros) and -X (exclude Xen domain-U pages) are not built into pagepipe"},
 		{[]string{"--diskset=A", "--diskset=B", "-x", "vmlinux", out}, "--diskset (one disk of a sadump diskset) is not built into pagepipe"},
 		{[]string{"--xen-syms", "xen-syms", "--xen_phys_start=0x1000000", "/proc/vmcore", out}, "--xen-syms (the Xen hypervisor's symbols) and --xen_phys_start (where Xen's memory starts (x86_64)) are not built into pagepipe"},
-		{[]string{"--mem-usage", "/proc/kcore"}, "--mem-usage (print the running kernel's page usage (/proc/kcore)) is not built into pagepipe"},
 		{[]string{"--check-params", "--eppic", "filter.c", "-x", "vmlinux", "-d", "31", "/proc/vmcore", out}, "--eppic (erase kernel data with eppic macros) is not built into pagepipe"},
 		{[]string{"-h", "-X"}, "-X (exclude Xen domain-U pages) is not built into pagepipe"},
 		{[]string{"-X", "-d", "abc", "--num-threads", "2", "-E", "/proc/vmcore", out}, "-X (exclude Xen domain-U pages) is not built into pagepipe"},

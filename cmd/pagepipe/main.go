@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -184,6 +185,9 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.msg("\n%s Completed.\n", progName)
 		return exitOK
 	}
+	if o.memUsage {
+		return memUsage(c, o, stdout)
+	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
@@ -324,4 +328,21 @@ func isTerminal(w io.Writer) bool {
 func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "pagepipe: version %s (a makedumpfile-compatible dump writer)\n\n", version)
 	fmt.Fprintf(w, "codecs: %s (all built in)\n", strings.Join(dump.CodecNames(), ", "))
+}
+
+// memUsage prints the running kernel's page usage (--mem-usage), as
+// makedumpfile does: the table on stdout, no "Completed" line.
+func memUsage(c *console, o *options, stdout io.Writer) int {
+	ctx, stop := stopOnSignals(c)
+	defer stop()
+	threads := o.threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	u, err := dump.ComputeMemUsage(ctx, dump.MemUsageOptions{Input: o.args[0], Iomem: dump.IomemOf(o.args[0]), Workers: threads})
+	if err != nil {
+		return fail(c, err)
+	}
+	u.Print(stdout)
+	return exitOK
 }

@@ -61,7 +61,7 @@ var groupOrder = []string{grpOutput, grpFilter, grpDmesg, grpRun, grpMessages, g
 
 // optionTable is every option pagepipe's command line knows. A row's
 // status is the one place that says whether pagepipe does an option:
-// when pagepipe comes to do one it hands over today (--mem-usage), its
+// when pagepipe comes to do one it hands over today (--eppic, say), its
 // row's status becomes same (or differs, with a
 // note) and newFlagSet binds it; TestOptionTableMatchesFlags checks that
 // the two agree.
@@ -82,6 +82,8 @@ var optionTable = []optSpec{
 	{long: "priority", arg: "[=on|off|auto]", group: grpOutput, status: own, help: "write the pages an analysis needs first, so a dump cut short opens in crash (auto: with -L or into a pipe or device)"},
 	{short: 'f', long: "force", shortOnly: true, group: grpOutput, help: "overwrite an existing DUMPFILE"},
 	{long: "dry-run", group: grpOutput, help: "do everything but write a file"},
+	{long: "mem-usage", group: grpOutput, status: differs, help: "print the running kernel's page usage (/proc/kcore): the pages of each class and what each dump level keeps",
+		note: "needs no crashkernel reservation (one is left out when there is one), and adds the pages and bytes of every dump level"},
 
 	{short: 'd', long: "dump-level", shortOnly: true, arg: "LEVEL[,LEVEL]", group: grpFilter, status: differs, help: "leave out 1 zero, 2 cache, 4 private cache, 8 user, 16 free pages (add them)",
 		note: "a level that is not a number is refused (makedumpfile reads it as 0)"},
@@ -120,7 +122,6 @@ var optionTable = []optSpec{
 	{short: 'h', long: "help", group: grpMessages, help: "this help"},
 
 	{long: "eppic", arg: "MACRO", group: grpForeign, status: handOver, help: "erase kernel data with eppic macros"},
-	{long: "mem-usage", group: grpForeign, status: handOver, help: "print the running kernel's page usage (/proc/kcore)"},
 	{long: "extension", arg: "SO", group: grpForeign, status: handOver, help: "load a makedumpfile extension (upstream, after 1.7.x)"},
 	{short: 'X', long: "exclude-xen-dom", shortOnly: true, group: grpForeign, status: handOver, help: "exclude Xen domain-U pages"},
 	{long: "xen-syms", arg: "XEN-SYMS", group: grpForeign, status: handOver, help: "the Xen hypervisor's symbols"},

@@ -45,6 +45,7 @@ type options struct {
 	heapprofile     string
 	statsFile       string // pagepipe bench's: per-stage CPU and phase times
 	dumpDmesg       bool
+	memUsage        bool
 	flatten         bool
 	elf             bool
 	split           bool
@@ -222,6 +223,7 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	text(&o.partialPages, "partial-pages", partialPagesDefault())
 	boolean(&o.zeroUnreadable, "zero-unreadable")
 	boolean(&o.dumpDmesg, "dump-dmesg")
+	boolean(&o.memUsage, "mem-usage")
 	boolean(&o.partialDmesg, "partial-dmesg")
 	text(&o.dmesgFormat, "dmesg-format", dmesgFormatDefault())
 	str("num-threads")
@@ -489,7 +491,13 @@ func (o *options) checkCreate() error {
 		}
 	case n == 1 && !o.split && g["diskset"]:
 	case n == 1 && o.flatten:
-	case n == 1 && g["mem-usage"]:
+	case n == 1 && o.memUsage:
+		if o.dryRun || o.dumpDmesg || o.split || o.elf || o.flatten {
+			return usagef("--mem-usage prints a table: it cannot be used with --dry-run, --dump-dmesg, --split, -E or -F")
+		}
+		return nil
+	case o.memUsage:
+		return usagef("--mem-usage needs /proc/kcore only, got %d arguments", n)
 	case o.flatten && o.dumpDmesg:
 		return usagef("need VMCORE (-F --dump-dmesg writes the log to stdout), got %d arguments", n)
 	case o.flatten:
