@@ -258,3 +258,9 @@ func crash(prog string, options []string, vmlinux string, files, commands []stri
 	}
 	return strings.Join(keep, "\n"), err
 }
+
+// CrashRunBy is CrashRun by another crash program than Debian's (sid's
+// crash 9.0.2 from fixture.Peer, say).
+func CrashRunBy(prog string, options []string, vmlinux, dump string, commands ...string) (string, error) {
+	return crash(prog, options, vmlinux, []string{dump}, commands)
+}
