@@ -23,11 +23,11 @@ type KcoreOptions struct {
 // it, with the kind a reader should give it ("text", "ram", "vmalloc",
 // "modules", "vmemmap", "other").
 type KcoreSegment struct {
-	Kind                string
-	Vaddr, Paddr, Size  uint64
-	Offset              uint64
-	dataSeg             int // the vmcore segment holding its data (-1: none)
-	noPhys, haveFileOff bool
+	Kind               string
+	Vaddr, Paddr, Size uint64
+	Offset             uint64
+	dataSeg            int // the vmcore segment holding its data (-1: none)
+	noPhys             bool
 }
 
 // kcoreData is where the image's memory starts in the file: the kcore's
