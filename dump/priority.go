@@ -26,6 +26,12 @@ func (j *job) prioritised() bool {
 	case PriorityOff:
 		return false
 	}
+	if j.in.isLive() {
+		// The running kernel: what an analysis needs first (the log,
+		// the tasks, per-CPU state) is read first, close together in
+		// time, so it is the most consistent part of the dump.
+		return true
+	}
 	if o.Out.SizeLimit > 0 {
 		return true
 	}
