@@ -120,7 +120,7 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 		return fmt.Errorf("the dump's pages are %d bytes, the vmcore's %d", d.PageSize(), v.PageSize())
 	}
 	got, want := make([]byte, 1<<20), make([]byte, 1<<20)
-	var bytesSeen uint64
+	var bytesSeen, changed uint64
 	erasedELF, erasedBytes := bytes.Contains(d.Info.Notes, []byte("ERASEINFO\x00")), false
 	for _, l := range d.Loads {
 		for off := uint64(0); off < l.FileSize; {
@@ -131,7 +131,15 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 			if err := v.ReadPhys(l.Paddr+off, want[:n]); err != nil {
 				return err
 			}
-			if i := firstDiff(got[:n], want[:n]); i >= 0 {
+			if i := firstDiff(got[:n], want[:n]); i >= 0 && v.Kcore != nil {
+				// The running kernel: count the pages that changed.
+				ps := v.PageSize()
+				for p := uint64(0); p < n; p += ps {
+					if !bytes.Equal(got[p:min(p+ps, n)], want[p:min(p+ps, n)]) {
+						changed++
+					}
+				}
+			} else if i >= 0 {
 				// An ELF dump with an ERASEINFO note (--config) holds
 				// 'X' or zeros where the vmcore holds what was erased.
 				if !erasedELF || !onlyErased(got[:n], want[:n]) {
@@ -143,7 +151,12 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 		}
 		bytesSeen += l.FileSize
 	}
-	fmt.Fprintf(w, "verified: %d pages of %s equal %s", (bytesSeen+v.PageSize()-1)/v.PageSize(), name, v.Path)
+	pages := (bytesSeen + v.PageSize() - 1) / v.PageSize()
+	if v.Kcore != nil {
+		fmt.Fprintf(w, "verified: %d pages of %s against %s read again: %d changed since the dump (%.2f %%)\n", pages, name, v.Path, changed, 100*float64(changed)/float64(max(pages, 1)))
+		return nil
+	}
+	fmt.Fprintf(w, "verified: %d pages of %s equal %s", pages, name, v.Path)
 	if erasedBytes {
 		fmt.Fprintf(w, " (but for bytes erased by --config)")
 	}
