@@ -124,10 +124,10 @@ func TestCheckParamsMatchesMakedumpfile(t *testing.T) {
 		}
 	}
 	type result struct {
-		opts        []string
-		nargs       int
-		line        []string
-		mdf, pp     int
+		opts    []string
+		nargs   int
+		line    []string
+		mdf, pp int
 		// makedumpfile on the line without --config FILTER.conf, where
 		// the line has --config and no -x: pagepipe reads the types from
 		// the kernel's BTF, so the rest of the line decides its answer.
