@@ -11,7 +11,7 @@ FUZZTIME ?= 20s
 # the worker's, which scripts/fuzz.sh checks.
 FUZZPARALLEL ?= 1
 
-.PHONY: build test demo bench bench-compare bench-cores bench-filter bench-rss bench-scaling bench-serial install deps fixtures lint fuzz fuzz-corpus clean
+.PHONY: build test disk-check demo bench bench-compare bench-cores bench-filter bench-rss bench-scaling bench-serial install deps fixtures lint fuzz fuzz-corpus clean
 
 # Both static: bin/pagepipe is what a capture kernel's initramfs carries,
 # bin/pagepipe-bench (the bench, gen-vmcore) stays on the developer's side.
@@ -21,6 +21,13 @@ build:
 
 deps:
 	scripts/deps.sh
+
+# make test's disk (fixture cache and e2e dumps): scripts/disk-check.sh
+# prints the need in one line and stops here when the fixture cache's file
+# system cannot hold it (SUITE_DISK_NEED_GIB there; PAGEPIPE_DISK_NEED_GIB
+# overrides it).
+disk-check:
+	@scripts/disk-check.sh
 
 # Every test, with the real judges installed first; the race detector on
 # the packages with concurrency.
@@ -35,7 +42,7 @@ deps:
 RACE_SKIP = TestCyclesChangeNoByte
 RACE_CMD = Workers|PriorityReordersOnlyData|SizeLimit|NoClobber|Malformed|ZlibDumpReadsBack
 
-test: deps lint
+test: disk-check deps lint
 	$(GO) test -count=1 -timeout 75m -tags lzo2,integration ./...
 	$(GO) test -count=1 -race -timeout 40m -tags lzo2,integration -skip '$(RACE_SKIP)' ./pipeline/... ./codec/... ./source/... ./sink/... ./filter/... ./kernel/... ./bitmap/... ./dump/... ./cmd/pagepipe-bench/...
 	$(GO) test -count=1 -race -timeout 20m -tags lzo2,integration -run '$(RACE_CMD)' ./cmd/pagepipe
