@@ -119,10 +119,22 @@ else
 	who="$(id -un) (uid $EUID); absolute paths and the network not hidden (not root)"
 fi
 
+# Before the tests, in their environment: no peer on PATH, none runnable
+# by its absolute path (as root), no network interface up.
+check='for p in makedumpfile crash drgn python3 qemu-system-x86_64 qemu-aarch64-static busybox dpkg-query; do
+	if command -v "$p" >/dev/null; then echo "hermetic.sh: $p is on PATH: $(command -v "$p")"; exit 1; fi
+done
+for f in $HERMETIC_HIDDEN; do
+	if [ -x "$f" ]; then echo "hermetic.sh: $f can be run"; exit 1; fi
+done
+if [ -n "$HERMETIC_NONET" ] && grep -qv "^ *lo:\|^Inter\|^ face" /proc/net/dev; then echo "hermetic.sh: a network interface is there"; exit 1; fi
+exec "$@"'
+env_args+=(HERMETIC_HIDDEN="$hide" HERMETIC_NONET=$( ((EUID == 0)) && echo 1))
+
 echo "hermetic.sh: go test $* as $who; $(nproc) CPUs; $( ((cold)) && echo cold caches || echo caches kept in "$base")"
 start=$(date +%s.%N)
 set +e
-(cd "$base/src" && "${run[@]}" "${env_args[@]}" go test "$@")
+(cd "$base/src" && "${run[@]}" "${env_args[@]}" bash -c "$check" check go test "$@")
 rc=$?
 set -e
 end=$(date +%s.%N)
