@@ -61,8 +61,9 @@ demo: build
 	./$(BIN) verify $(FIXTURES)/demo-$(DEMO_MIB).vmcore $(FIXTURES)/demo-$(DEMO_MIB).dump
 	./$(BIN) inspect $(FIXTURES)/demo-$(DEMO_MIB).dump
 
+# (-tags integration: codec's benchmarks compress the real fixture's pages.)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./pipeline/ ./codec/
+	$(GO) test -tags integration -run '^$$' -bench . -benchtime 3x ./pipeline/ ./codec/
 
 # pagepipe against sid's makedumpfile 1.7.8 on a real 4 GiB fixture, both on
 # one CPU, medians of 5 alternating runs (docs/benchmarks.md).
