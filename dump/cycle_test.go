@@ -1,3 +1,9 @@
+//go:build !race
+
+// Not under the race detector (make test's -race pass builds with the race
+// tag): the study dumps a 4 GiB machine eight times over and races nothing
+// that TestRunKdump and TestRunSplit do not; it runs in the plain pass.
+
 package dump
 
 import (
