@@ -86,3 +86,7 @@ func TestZlibDumpReadByLibkdumpfile(t *testing.T) {
 		})
 	}
 }
+
+// zlibShapes are the generated shapes whose -c dumps libkdumpfile reads
+// back.
+var zlibShapes = []string{"holes", "partial-page", "memsz-tail", "alias", "qemu"}

@@ -89,10 +89,6 @@ func ownReader(t *testing.T, dump string) judge.Pages {
 	return got
 }
 
-// zlibShapes are the generated shapes whose -c dumps libkdumpfile reads
-// back.
-var zlibShapes = []string{"holes", "partial-page", "memsz-tail", "alias", "qemu"}
-
 // Acceptance: for every generated shape, every page of a -c -d 1 dump
 // reads back equal to the generator's through pagepipe's own reader (and
 // through libkdumpfile: TestZlibDumpReadByLibkdumpfile).

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pagepipe/internal/judge"
+	"pagepipe/internal/synth"
 )
 
 // On vmcores of every shape makedumpfile reads, --split writes the files
@@ -66,4 +67,14 @@ func TestSplitByteIdenticalToMakedumpfile(t *testing.T) {
 			})
 		}
 	}
+}
+
+// hasPartialEnd tells whether a segment of s ends mid-page.
+func hasPartialEnd(s synth.Spec) bool {
+	for _, g := range s.Segments {
+		if (g.Paddr+g.MemSize)%synth.PageSize != 0 {
+			return true
+		}
+	}
+	return false
 }

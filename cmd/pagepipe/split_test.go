@@ -20,16 +20,6 @@ func splitNames(dir, prefix string, n int) []string {
 	return names
 }
 
-// hasPartialEnd tells whether a segment of s ends mid-page.
-func hasPartialEnd(s synth.Spec) bool {
-	for _, g := range s.Segments {
-		if (g.Paddr+g.MemSize)%synth.PageSize != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // The split files come out the same for any number of workers.
 func TestSplitIndependentOfWorkers(t *testing.T) {
 	dir := t.TempDir()
