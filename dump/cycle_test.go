@@ -1,3 +1,9 @@
+//go:build !race
+
+// Not under the race detector (make test's -race pass builds with the race
+// tag): the study dumps a 4 GiB machine eight times over and races nothing
+// that TestRunKdump and TestRunSplit do not; it runs in the plain pass.
+
 package dump
 
 import (
@@ -14,19 +20,18 @@ import (
 	"pagepipe/internal/synth"
 )
 
-// TestCyclesChangeNoByte dumps a generated 64 GiB machine (6.1, two
-// gigantic pages that cross many cycles) with its 2nd bitmap held whole
+// TestCyclesChangeNoByte dumps a generated 4 GiB machine (6.1, two
+// gigantic pages, each across eight cycles) with its 2nd bitmap held whole
 // and in at least 32 cycles, at -d 1 and 31, as kdump, flattened, split
 // and ELF output: the bytes must be the same. Both runs give
 // --cyclic-buffer, so makedumpfile's own choice (in cycles, which decides
 // the partial pages) is the same in both; only pagepipe's cycles differ.
+// (It dumped a 64 GiB machine until issue 31; the cycles' count and what
+// they cut are alike at this size, for a fraction of the time.)
 func TestCyclesChangeNoByte(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes a 64 GiB sparse file (3 GiB of data)")
-	}
-	dir := shmDir(t, 8<<30)
+	dir := shmDir(t, 1<<30)
 	vmcore := filepath.Join(dir, "vmcore")
-	if err := synth.WriteFile(vmcore, synth.KernelMachine("6.1", 64<<10)); err != nil {
+	if err := synth.WriteFile(vmcore, synth.NewKernelMachine(synth.KernelSpec{Profile: "6.1", KASLR: true, Gigantic: 2}, 4<<10)); err != nil {
 		t.Fatal(err)
 	}
 	cyclesLine := regexp.MustCompile(`the 2nd bitmap in (\d+) cycles`)
@@ -34,7 +39,7 @@ func TestCyclesChangeNoByte(t *testing.T) {
 		for _, shape := range []string{"kdump", "flattened", "split", "elf"} {
 			t.Run(fmt.Sprintf("%s-d%d", shape, level), func(t *testing.T) {
 				var sums [2]string
-				for i, kib := range []int{16 << 10, 64} { // 128 Mi pfns: one cycle; 512 Ki pfns: 33
+				for i, kib := range []int{16 << 10, 4} { // 128 Mi pfns: one cycle; 32 Ki pfns: 33
 					o := Options{Input: vmcore, Levels: []Level{level}, Codec: "lzo", Workers: 2, CyclicBufferKiB: kib}
 					paths := []string{filepath.Join(dir, "out")}
 					switch shape {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package e2e
 
 // The distributions' own command lines, run against the real fixture with

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package e2e runs the pagepipe binary against real kernels' vmcores
 // (made by fixtures/make-vmcore.sh under QEMU) and lets the tools people
 // open dumps with — makedumpfile 1.7.2, crash, libkdumpfile, drgn — judge

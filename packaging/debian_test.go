@@ -1,3 +1,5 @@
+//go:build integration
+
 package packaging
 
 // The Debian packages installed where admins install them: a minimal

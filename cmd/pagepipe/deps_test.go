@@ -60,7 +60,7 @@ var layers = [][]string{
 	{"filter", "sink"},
 	{"source"},
 	{"codec", "kernel", "erase"},
-	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset", "debuginfo"},
+	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/integration", "debuginfo"},
 }
 
 // Arrows point down only.

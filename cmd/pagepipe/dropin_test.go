@@ -363,6 +363,8 @@ func TestCheckParamsSaysWhatPagepipeDoes(t *testing.T) {
 		{[]string{"-E", "--num-threads", "2", "-d", "31", "vmcore", "dump"}, 0, "pagepipe writes the ELF dump with 2 workers (makedumpfile refuses --num-threads with -E)\n"},
 		{[]string{"--split", "--num-threads=3", "vmcore", "d1", "d2"}, 0, "pagepipe writes the split files with 3 workers (makedumpfile refuses --num-threads with --split)\n"},
 		{[]string{"-l", "--num-threads", "2", "-d", "31", "vmcore", "dump"}, 0, ""},
+		{[]string{"-l", "--config", "filter.conf", "vmcore", "dump"}, 0, "pagepipe reads --config's types from the kernel's own BTF (makedumpfile refuses --config without -x)\n"},
+		{[]string{"-l", "--config", "filter.conf", "-x", "vmlinux", "vmcore", "dump"}, 0, ""},
 		{[]string{"-d", "abc", "vmcore", "dump"}, 1, "Commandline parameter is invalid.\n"},
 	} {
 		rc, stdout, stderr := pagepipe(t, append([]string{"--check-params"}, tc.args...)...)

@@ -124,10 +124,14 @@ func TestCheckParamsMatchesMakedumpfile(t *testing.T) {
 		}
 	}
 	type result struct {
-		opts        []string
-		nargs       int
-		line        []string
-		mdf, pp     int
+		opts    []string
+		nargs   int
+		line    []string
+		mdf, pp int
+		// makedumpfile on the line without --config FILTER.conf, where
+		// the line has --config and no -x: pagepipe reads the types from
+		// the kernel's BTF, so the rest of the line decides its answer.
+		mdfBTF      int
 		ppStderr    string
 		alone       int // pagepipe without a fallback
 		aloneStderr string
@@ -148,6 +152,10 @@ func TestCheckParamsMatchesMakedumpfile(t *testing.T) {
 			for i := range jobs {
 				r := &results[i]
 				r.mdf, _ = exitOf(t, work, nil, debianMakedumpfile, r.line...)
+				r.mdfBTF = r.mdf
+				if i := slices.Index(r.line, "--config"); i >= 0 && !slices.Contains(r.line, "-x") {
+					r.mdfBTF, _ = exitOf(t, work, nil, debianMakedumpfile, slices.Delete(slices.Clone(r.line), i, i+2)...)
+				}
 				r.pp, r.ppStderr = exitOf(t, work, nil, pp, r.line...)
 				r.alone, r.aloneStderr = exitOf(t, work, []string{fallbackEnv + "=none"}, pp, r.line...)
 			}
@@ -188,8 +196,13 @@ func TestCheckParamsMatchesMakedumpfile(t *testing.T) {
 		why := ""
 		if !hands {
 			why = extension(r.opts, r.nargs)
+			if why == "" && r.mdfBTF != r.mdf {
+				why = fmt.Sprintf("pagepipe reads --config's types from the kernel's own BTF; makedumpfile refuses --config without -x and exits %d without --config", r.mdfBTF)
+			}
 		}
 		switch {
+		case !hands && r.mdfBTF != r.mdf && r.pp != r.mdfBTF:
+			t.Errorf("%s: pagepipe exits %d, makedumpfile without --config %d\n%s", line, r.pp, r.mdfBTF, r.ppStderr)
 		case why == "" && r.pp != r.mdf:
 			t.Errorf("%s: pagepipe exits %d, makedumpfile %d\n%s", line, r.pp, r.mdf, r.ppStderr)
 		case why != "" && r.pp == r.mdf:

@@ -530,6 +530,9 @@ func (o *options) differences() []string {
 			out = append(out, fmt.Sprintf("pagepipe writes the split files with %d workers (makedumpfile refuses --num-threads with --split)", o.threads))
 		}
 	}
+	if o.given["config"] && !o.given["vmlinux"] && !o.rearrange && !o.reassemble {
+		out = append(out, "pagepipe reads --config's types from the kernel's own BTF (makedumpfile refuses --config without -x)")
+	}
 	return out
 }
 

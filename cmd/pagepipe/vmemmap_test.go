@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"testing"
 
-	"pagepipe/internal/judge"
 	"pagepipe/internal/synth"
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
@@ -28,68 +27,62 @@ func vmemmapMachine(mib int) synth.Spec {
 
 var excludedLine = regexp.MustCompile(`\nExcluded (\d+) unused vmemmap pages\n`)
 
-// -e on a generated machine with much free memory leaves out exactly the
-// vmemmap pages makedumpfile 1.7.2's -e leaves out: the files are
-// byte-identical (so are their 2nd bitmaps and header status, with
-// DUMP_DH_EXCLUDED_VMEMMAP set), kdump and ELF (where -e counts the zero
-// pages the zero scan found), with --work-dir (which both require with
-// -e: pagepipe writes no file there); both say how many pages
-// they left out. Apart from makedumpfile, every page -e leaves out is a
-// page of struct pages, each describing a present page that the dump
-// without -e leaves out. Refiltering a dump with -e leaves out the same
-// pages as -e on the vmcore.
-func TestExcludeVmemmapMatchesMakedumpfile(t *testing.T) {
+// -e on a generated machine with much free memory (with --work-dir, which
+// makedumpfile requires with -e) leaves out vmemmap pages, kdump and ELF,
+// and says how many; in the kdump file DUMP_DH_EXCLUDED_VMEMMAP is set and
+// every page -e leaves out is a page of struct pages, each describing a
+// present page that the dump without -e leaves out. Refiltering a dump
+// with -e leaves out the same pages as -e on the vmcore. (That these are
+// the pages makedumpfile 1.7.2's -e leaves out, byte for byte:
+// TestExcludeVmemmapMatchesMakedumpfile.)
+func TestExcludeVmemmap(t *testing.T) {
 	dir := t.TempDir()
 	work := t.TempDir()
 	vmcore := writeShape(t, dir, "vmcore", vmemmapMachine(3<<10))
-	// makedumpfile's -E reads every page twice: a smaller machine.
 	small := writeShape(t, dir, "vmcore-1g", vmemmapMachine(1<<10))
 	plain := filepath.Join(dir, "plain")
 	mustPagepipe(t, "-d", "31", vmcore, plain)
 	without := openDump(t, plain)
-	for _, c := range []struct {
-		name, vmcore string
-		args         []string
-	}{
-		{"kdump", vmcore, []string{"-d", "31"}},
-		{"elf", small, []string{"-E", "-d", "31"}},
-	} {
+	for _, c := range vmemmapCases(vmcore, small) {
 		t.Run(c.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			ours, theirs := filepath.Join(tmp, "pp"), filepath.Join(tmp, "mdf")
+			ours := filepath.Join(tmp, "pp")
 			args := append([]string{"-e", "--work-dir", work}, c.args...)
 			_, _, stderr := pagepipeOK(t, append(args, c.vmcore, ours)...)
-			msg := judge.Makedumpfile(t, append(args, c.vmcore, theirs)...)
-			a, b := readFile(t, ours), readFile(t, theirs)
-			if !bytes.Equal(a, b) {
-				t.Errorf("differs from makedumpfile's -e dump: %s", judge.FirstDiff(a, b))
-			}
-			got, want := excludedLine.FindStringSubmatch(stderr), excludedLine.FindStringSubmatch(msg)
-			if got == nil || want == nil || got[1] != want[1] || got[1] == "0" {
-				t.Errorf("message %q, makedumpfile's %q", got, want)
+			if got := excludedLine.FindStringSubmatch(stderr); got == nil || got[1] == "0" {
+				t.Errorf("message %q", got)
 			}
 			if c.name == "elf" {
 				return
 			}
-			d, m := openDump(t, ours), openDump(t, theirs)
-			if d.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 || d.Header.Status != m.Header.Status {
-				t.Errorf("status %#x, makedumpfile's %#x", d.Header.Status, m.Header.Status)
+			d := openDump(t, ours)
+			if d.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 {
+				t.Errorf("status %#x", d.Header.Status)
 			}
-			if !d.Dumpable.Equal(m.Dumpable) {
-				t.Errorf("2nd bitmaps differ")
-			}
-			if c.name == "kdump" {
-				checkFreedVmemmap(t, vmcore, without, d)
-				// Refiltering a -d 1 dump with -e leaves out the same
-				// pages (where makedumpfile's -e goes wrong).
-				base, refiltered := filepath.Join(tmp, "d1"), filepath.Join(tmp, "refiltered")
-				pagepipeOK(t, "-d", "1", c.vmcore, base)
-				pagepipeOK(t, append(args, base, refiltered)...)
-				if r := openDump(t, refiltered); !r.Dumpable.Equal(d.Dumpable) || r.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 {
-					t.Errorf("refiltered with -e: other pages dumped, or status %#x", r.Header.Status)
-				}
+			checkFreedVmemmap(t, vmcore, without, d)
+			// Refiltering a -d 1 dump with -e leaves out the same
+			// pages (where makedumpfile's -e goes wrong).
+			base, refiltered := filepath.Join(tmp, "d1"), filepath.Join(tmp, "refiltered")
+			pagepipeOK(t, "-d", "1", c.vmcore, base)
+			pagepipeOK(t, append(args, base, refiltered)...)
+			if r := openDump(t, refiltered); !r.Dumpable.Equal(d.Dumpable) || r.Header.Status&kdumpfmt.StatusExcludedVmemmap == 0 {
+				t.Errorf("refiltered with -e: other pages dumped, or status %#x", r.Header.Status)
 			}
 		})
+	}
+}
+
+type vmemmapCase struct {
+	name, vmcore string
+	args         []string
+}
+
+// vmemmapCases are -e's outputs: a kdump file of the 3 GiB machine and
+// (makedumpfile's -E reads every page twice) an ELF one of the 1 GiB one.
+func vmemmapCases(vmcore, small string) []vmemmapCase {
+	return []vmemmapCase{
+		{"kdump", vmcore, []string{"-d", "31"}},
+		{"elf", small, []string{"-E", "-d", "31"}},
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"pagepipe/codec/lzo"
-	"pagepipe/internal/realsample"
 )
 
 // asmInputs are the inputs on which Compress (the assembly on amd64) and
@@ -65,17 +64,6 @@ func TestAsmSameAsGo(t *testing.T) {
 	var c lzo.Compressor
 	for _, in := range ins {
 		checkSameAsGo(t, &c, g, in)
-	}
-}
-
-// TestAsmSameAsGoRealPages compares the two encoders on every page of the
-// real-page sample that BenchmarkRealPages (package codec) times.
-func TestAsmSameAsGoRealPages(t *testing.T) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	g := newGuarded(t, pageSize)
-	var c lzo.Compressor
-	for _, p := range realsample.Get(t).Pages {
-		checkSameAsGo(t, &c, g, p)
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"pagepipe/internal/integration"
 )
 
 //go:embed pages_kdumpfile.py
@@ -69,6 +71,7 @@ func DrgnAt(tb testing.TB, dump string, pageSize uint64, ranges []Range) Pages {
 
 func runPages(tb testing.TB, name, script, dump string, pageSize uint64, ranges []Range) Pages {
 	tb.Helper()
+	integration.Require(tb, "the reader "+name+" (judge."+name+")")
 	// Not named after the module it imports, which it would shadow.
 	path := filepath.Join(tb.TempDir(), "pages_"+name+".py")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
@@ -107,6 +110,7 @@ func runPages(tb testing.TB, name, script, dump string, pageSize uint64, ranges 
 // header (utsname machine, phys_base) and VMCOREINFO.
 func ReadVirtual(tb testing.TB, reader, dump string, va uint64, n int) []byte {
 	tb.Helper()
+	integration.Require(tb, "the reader "+reader+" (judge.ReadVirtual)")
 	scripts := map[string]string{
 		"libkdumpfile": `import sys, kdumpfile
 k = kdumpfile.kdumpfile(sys.argv[1])
@@ -189,6 +193,7 @@ func Makedumpfile(tb testing.TB, args ...string) string {
 // fixture.Peer, say).
 func MakedumpfileBy(tb testing.TB, prog string, args ...string) string {
 	tb.Helper()
+	integration.Require(tb, "the peer "+prog+" (judge.Makedumpfile)")
 	out, err := exec.Command(prog, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, lastLines(string(out), 10))
@@ -220,6 +225,7 @@ func CrashBy(tb testing.TB, prog, vmlinux, dump string, commands ...string) stri
 
 func crashWith(tb testing.TB, prog string, options []string, vmlinux, dump string, commands ...string) string {
 	tb.Helper()
+	integration.Require(tb, "the reader "+prog+" (judge.Crash)")
 	out, err := crash(prog, options, vmlinux, []string{dump}, commands)
 	if err != nil {
 		tb.Fatalf("crash on %s: %v\n%s", dump, err, lastLines(out, 20))
@@ -231,6 +237,7 @@ func crashWith(tb testing.TB, prog string, options []string, vmlinux, dump strin
 // when they all follow the vmlinux. Lines naming a part are taken out.
 func CrashParts(tb testing.TB, vmlinux string, parts []string, commands ...string) string {
 	tb.Helper()
+	integration.Require(tb, "the reader crash (judge.CrashParts)")
 	out, err := crash("crash", nil, vmlinux, parts, commands)
 	if err != nil {
 		tb.Fatalf("crash on %s: %v\n%s", strings.Join(parts, " "), err, lastLines(out, 20))

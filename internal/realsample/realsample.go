@@ -12,6 +12,7 @@ import (
 
 	"pagepipe/filter"
 	"pagepipe/internal/fixture"
+	"pagepipe/internal/integration"
 	"pagepipe/kernel"
 	"pagepipe/source"
 )
@@ -42,6 +43,7 @@ var (
 // minute.
 func Get(tb testing.TB) *Sample {
 	tb.Helper()
+	integration.Require(tb, "the real fixture's page sample (realsample.Get)")
 	mu.Lock()
 	defer mu.Unlock()
 	if set == nil {
