@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,4 +211,80 @@ func kcoreHeader(t testing.TB, s synth.Spec) []byte {
 	}
 	n := bytes.LastIndex(b[:1<<20], []byte("\n")) + 1
 	return b[:(n+3)&^3]
+}
+
+// Every reader of a kcore-shaped input reads its own open file: the
+// kernel copies each page of /proc/kcore through one bounce buffer per
+// open file, so two readers' reads of one file at once may each get the
+// other's page. A vmcore's readers share its file. The readers, at work
+// at once, read the machine's pages, and closing one closes its file.
+func TestKcoreReadersOwnTheirFile(t *testing.T) {
+	m := kcoreMachines()[0]
+	v, err := Open(writeKcore(t, m.spec, m.opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ps := v.PageSize()
+	readers := []*PageReader{v.newReader(0, false, 1), v.newReader(0, false, 1), v.newReader(DefaultMapSize, true, 1)}
+	seen := map[uintptr]bool{v.f.Fd(): true}
+	for i, r := range readers {
+		if !r.ownFile || r.f == v.f || seen[r.f.Fd()] {
+			t.Fatalf("reader %d reads file %d (own %v), the vmcore's is %d: not a file of its own", i, r.f.Fd(), r.ownFile, v.f.Fd())
+		}
+		seen[r.f.Fd()] = true
+	}
+	errs := make(chan error, len(readers))
+	for _, r := range readers {
+		go func() {
+			want := make([]byte, ps)
+			for _, l := range v.Loads {
+				for pfn := l.Paddr / ps; pfn < (l.Paddr+l.FileSize)/ps; pfn += 7 {
+					page, err := r.Page(pfn)
+					if err != nil {
+						errs <- err
+						return
+					}
+					synth.Page(m.spec, pfn, want)
+					if !bytes.Equal(page, want) {
+						errs <- fmt.Errorf("pfn %#x differs from the machine's", pfn)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	f := readers[0].f
+	readers[0].Close()
+	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("a closed reader's file: Stat says %v, want it closed", err)
+	}
+	for _, r := range readers[1:] {
+		r.Close()
+	}
+	// The vmcore's own reads (ReadPhys) still work, in turn.
+	if err := v.ReadPhys(v.Loads[0].Paddr, make([]byte, ps)); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "vmcore")
+	if err := synth.WriteFile(path, synth.KernelMachine("6.1", 64)); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	r := vm.newReader(0, false, 1)
+	defer r.Close()
+	if r.f != vm.f || r.ownFile {
+		t.Errorf("a vmcore's reader opened a file of its own")
+	}
 }

@@ -30,6 +30,16 @@ type Vmcore struct {
 	// keep, after KeepWindows, is how many bytes of windows the readers
 	// may hold mapped at once, all together; inUse how many they hold.
 	keep, inUse atomic.Int64
+	// fileEach: a kcore-shaped input, which every reader opens afresh
+	// (readerFile), and whose reads through f take fMu in turn. The
+	// kernel's read of /proc/kcore copies each page through one bounce
+	// buffer per open file (fs/proc/kcore.c, file->private_data, since
+	// 4.19's hardened-usercopy fix) holding only kclist_lock for
+	// reading: two reads of one open file at once copy through the same
+	// buffer, and one gets the other's page. A live dump saw it: the
+	// kernel log's pages held the bytes of pages 74 pfns on.
+	fileEach bool
+	fMu      sync.Mutex
 }
 
 // sharedReader is a PageReader that ReadPhys's callers take turns at.
@@ -118,7 +128,35 @@ func Open(path string) (*Vmcore, error) {
 		}
 	}
 	v.extents = buildExtents(in.Loads, in.pageSize)
+	v.fileEach = v.Kcore != nil
 	return v, nil
+}
+
+// readAt is pread of f, a reader's own file or v's; v's in turn when
+// reads of one open file must not overlap (fileEach).
+func (v *Vmcore) readAt(f *os.File, p []byte, off int64) error {
+	if f == v.f && v.fileEach {
+		v.fMu.Lock()
+		defer v.fMu.Unlock()
+	}
+	_, err := f.ReadAt(p, off)
+	return err
+}
+
+// readerFile is the file a new reader reads: v's, or for a kcore-shaped
+// input one opened for it alone (fileEach), so that no two readers'
+// reads share the kernel's bounce buffer. own says the reader closes it.
+// Where the file cannot be opened again, the reader shares v's, whose
+// reads take turns.
+func (v *Vmcore) readerFile() (f *os.File, own bool) {
+	if !v.fileEach {
+		return v.f, false
+	}
+	f, err := os.Open(v.Path)
+	if err != nil {
+		return v.f, false
+	}
+	return f, true
 }
 
 // Close unmaps ReadPhys's windows and closes the file.
@@ -260,12 +298,15 @@ func (v *Vmcore) ReadPhys(paddr uint64, p []byte) error {
 	return v.readPhys(paddr, p)
 }
 
-// readPhys is ReadPhys with pread.
-func (v *Vmcore) readPhys(paddr uint64, p []byte) error {
+// readPhys is ReadPhys with pread of v's file.
+func (v *Vmcore) readPhys(paddr uint64, p []byte) error { return v.readPhysFrom(v.f, paddr, p) }
+
+// readPhysFrom is readPhys with pread of f.
+func (v *Vmcore) readPhysFrom(f *os.File, paddr uint64, p []byte) error {
 	for len(p) > 0 {
 		n, off, ok := v.locate(paddr, uint64(len(p)))
 		if ok {
-			if _, err := v.f.ReadAt(p[:n], int64(off)); err != nil {
+			if err := v.readAt(f, p[:n], int64(off)); err != nil {
 				return fmt.Errorf("read physical %#x from %s offset %#x: %w", paddr, v.Path, off, err)
 			}
 		} else {
@@ -310,7 +351,10 @@ func (v *Vmcore) findExtent(pfn uint64) (extent, bool) {
 // returns point into a window and stay valid only until the next call. Not
 // safe for concurrent use.
 type PageReader struct {
-	v       *Vmcore
+	v *Vmcore
+	// f is the file it reads: v's, or its own (ownFile) for a kcore.
+	f       *os.File
+	ownFile bool
 	mapSize uint64
 	wins    []window // at most maxWins
 	maxWins int
@@ -366,7 +410,8 @@ func (v *Vmcore) newReader(mapSize int, useMmap bool, windows int) *PageReader {
 	if uint64(mapSize) < ps {
 		mapSize = max(DefaultMapSize, int(ps))
 	}
-	return &PageReader{v: v, mapSize: uint64(mapSize), maxWins: max(windows, 1), useMmap: useMmap, buf: make([]byte, ps), ps: ps}
+	f, own := v.readerFile()
+	return &PageReader{v: v, f: f, ownFile: own, mapSize: uint64(mapSize), maxWins: max(windows, 1), useMmap: useMmap, buf: make([]byte, ps), ps: ps}
 }
 
 // Page returns the page of pfn (PageSize bytes).
@@ -401,13 +446,13 @@ func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
 			if cap(r.raBuf) < int(want) {
 				r.raBuf = make([]byte, max(readAhead, want))
 			}
-			if _, err := r.v.f.ReadAt(r.raBuf[:want], int64(off)); err != nil {
+			if err := r.v.readAt(r.f, r.raBuf[:want], int64(off)); err != nil {
 				return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
 			}
 			r.ra, r.raOff = r.raBuf[:want], off
 			return r.ra[:n], nil
 		}
-		if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
+		if err := r.v.readAt(r.f, r.buffer(n), int64(off)); err != nil {
 			return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
 		}
 		return r.buf[:n], nil
@@ -425,7 +470,7 @@ func (r *PageReader) Slice(paddr uint64, n int) ([]byte, error) {
 		// mapped again (makedumpfile, too, falls back to read()).
 		r.v.maps.Failed.Add(1)
 		r.v.maps.firstErr.CompareAndSwap(nil, &err)
-		if _, err := r.v.f.ReadAt(r.buffer(n), int64(off)); err != nil {
+		if err := r.v.readAt(r.f, r.buffer(n), int64(off)); err != nil {
 			return nil, fmt.Errorf("read physical %#x at offset %#x of %s: %w", paddr, off, r.v.Path, err)
 		}
 		return r.buf[:n], nil
@@ -438,7 +483,7 @@ func (r *PageReader) SlicePhys(paddr uint64, n int) ([]byte, error) { return r.S
 
 func (r *PageReader) read(paddr uint64, n int) ([]byte, error) {
 	b := r.buffer(n)
-	if err := r.v.readPhys(paddr, b); err != nil {
+	if err := r.v.readPhysFrom(r.f, paddr, b); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -486,7 +531,7 @@ func (r *PageReader) remap(e extent, off, n uint64) (*window, error) {
 	var err error
 	for _, stop := range []uint64{min(start+max(r.mapSize, need-start), end), min((need+osPage-1)&^(osPage-1), end)} {
 		var b []byte
-		if b, err = unix.Mmap(int(r.v.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
+		if b, err = unix.Mmap(int(r.f.Fd()), int64(start), int(stop-start), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
 			_ = unix.Madvise(b, unix.MADV_SEQUENTIAL)
 			r.wins = append(r.wins, window{b: b, off: start, used: r.tick})
 			r.v.inUse.Add(int64(len(b)))
@@ -505,9 +550,13 @@ func (r *PageReader) drop(i int) {
 	r.wins = r.wins[:len(r.wins)-1]
 }
 
-// Close unmaps the windows.
+// Close unmaps the windows and closes the reader's own file.
 func (r *PageReader) Close() {
 	for len(r.wins) > 0 {
 		r.drop(len(r.wins) - 1)
+	}
+	if r.ownFile {
+		r.f.Close()
+		r.f, r.ownFile = r.v.f, false
 	}
 }
