@@ -73,15 +73,15 @@ func TestMmapFailureReadsThatWindowOnly(t *testing.T) {
 	defer r.Close()
 	first := v.extents[0].start
 	// A descriptor that cannot be mapped, for one call.
-	f := v.f
+	f := r.f
 	var err error
-	v.f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	r.f, err = os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = r.Page(first)
-	v.f.Close()
-	v.f = f
+	r.f.Close()
+	r.f = f
 	if err == nil || v.MapStats().Failed.Load() != 1 {
 		t.Fatalf("page through a write-only descriptor: %v, %d failed", err, v.MapStats().Failed.Load())
 	}
