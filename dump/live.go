@@ -11,7 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pagepipe/bitmap"
 	"pagepipe/filter"
+	"pagepipe/pipeline"
 	"pagepipe/source"
 )
 
@@ -44,7 +46,15 @@ const (
 // live is the live input's part of the input.
 type live struct {
 	kcore *source.Kcore
-	taken time.Time
+	// revisit is the pages the page scan left out as free, cache or user
+	// memory that are dumped all the same: the copy pass reads each one's
+	// struct page again, and stores it as zeros if it still says so, or
+	// copies it (it became kernel memory since the scan).
+	revisit  *bitmap.Bitmap
+	excluded *filter.Excluded
+	kern     *filter.Kernel
+	level    filter.Level
+	taken    time.Time
 	// imagePages is how many pages of the kernel image the page scan had
 	// left out and the dump holds all the same.
 	imagePages uint64
@@ -142,4 +152,15 @@ func findLiveNote(notes []byte) *LiveInfo {
 		off = descOff + (descsz+3)&^3
 	}
 	return nil
+}
+
+// newRevisitor is the copy pass's Revisitor maker for a live dump (nil:
+// none, when the page scan left nothing out to revisit).
+func (l *live) newRevisitor() func() (pipeline.Revisitor, error) {
+	if l == nil || l.revisit == nil {
+		return nil
+	}
+	return func() (pipeline.Revisitor, error) {
+		return l.kern.NewRevisitor(l.level, l.excluded, l.revisit)
+	}
 }

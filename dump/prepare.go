@@ -177,6 +177,9 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		in.vmcore.KeepWindows(keep)
 		ev.Notef(Debug, "the readers keep their windows of the vmcore while they map at most %d bytes\n", keep)
 	}
+	if in.isLive() && kern != nil {
+		kern.Record = new(filter.Excluded)
+	}
 	if in.plan, err = filter.NewPlan(ctx, v, level, kern, o.Workers, in.partial, window); err != nil {
 		return nil, err
 	}
@@ -184,6 +187,13 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 		in.live.imagePages = holdImage(in.plan, in.live.kcore, v.PageSize())
 		ev.Notef(Debug, "live: the kernel image [%#x, %#x): %d of its pages the page scan left out are dumped\n",
 			in.live.kcore.ImageStart, in.live.kcore.ImageEnd, in.live.imagePages)
+		if kern != nil && kern.Record != nil {
+			var n uint64
+			in.live.revisit, n = kern.Record.Revisit(in.plan)
+			in.live.excluded, in.live.kern, in.live.level = kern.Record, kern, level
+			kern.Record = nil
+			ev.Notef(Debug, "live: %d pages the page scan left out as free, cache or user memory are revisited by the copy pass\n", n)
+		}
 	}
 	if n := in.plan.MaxMapnr; window != 0 && window < n {
 		ev.Notef(Debug, "the 2nd bitmap in %d cycles of %d pfns\n", (n+window-1)/window, window)

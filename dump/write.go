@@ -215,10 +215,11 @@ func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer
 		NewReader: func() pipeline.PageReader {
 			return j.in.mem.NewReader(j.o.MapSize, useMmap)
 		},
-		Pfns:     pfns,
-		Total:    total,
-		Writer:   w,
-		Progress: progress,
+		Pfns:         pfns,
+		Total:        total,
+		Writer:       w,
+		Progress:     progress,
+		NewRevisitor: j.in.live.newRevisitor(),
 	}
 }
 

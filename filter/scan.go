@@ -28,7 +28,10 @@ type Kernel struct {
 	// mmap windows of that many bytes instead of pread: what the engine
 	// asks for on /proc/vmcore (see piecePages).
 	MapSize int
-	mem     source.Memory
+	// Record, when set (a live dump), collects the blocks the page scan
+	// leaves out as free, cache or user pages, for Revisit.
+	Record *Excluded
+	mem    source.Memory
 }
 
 // OpenKernel finds the mem_map and struct page layout of the kernel whose
@@ -347,10 +350,43 @@ func (s *scanner) nextSet(pfn, end uint64) uint64 {
 // classify applies makedumpfile's rules to one struct page (spec §6.5);
 // the first that matches wins.
 func (s *scanner) classify(pfn uint64, b []byte) {
-	l, level := s.l, s.level
+	n, class := decide(s.l, s.level, pfn, b)
+	if n == 0 {
+		return
+	}
+	s.exclude(pfn, n, classCounters[class])
+	if rec := s.k.Record; rec != nil && class <= classUser {
+		rec.add(pfn, n)
+	}
+}
+
+// The classes of excluded pages (decide); the first three a live dump
+// revisits (Revisits).
+const (
+	classFree = iota
+	classCache
+	classCachePrivate
+	classUser
+	classHwpoison
+	classOffline
+)
+
+var classCounters = [...]func(*Counts) *uint64{
+	classFree:         freeCounter,
+	classCache:        cacheCounter,
+	classCachePrivate: cachePrivateCounter,
+	classUser:         userCounter,
+	classHwpoison:     hwpoisonCounter,
+	classOffline:      offlineCounter,
+}
+
+// decide is makedumpfile's rules for one struct page b of pfn (and the
+// next, for a compound head): how many pages from pfn it leaves out
+// (0: none) and as what class.
+func decide(l *kernel.PageLayout, level Level, pfn uint64, b []byte) (uint64, int) {
 	d := l.Decode(b)
 	if l.IsTail(d) {
-		return
+		return 0, 0
 	}
 	pages := uint64(1)
 	hugetlb := false
@@ -362,26 +398,26 @@ func (s *scanner) classify(pfn uint64, b []byte) {
 	switch {
 	case level.Has(ExcludeFree) && l.IsBuddy(d):
 		if d.Private >= l.MaxOrder {
-			return // an invalid free order: keep the page (makedumpfile warns)
+			return 0, 0 // an invalid free order: keep the page (makedumpfile warns)
 		}
-		s.exclude(pfn, 1<<d.Private, freeCounter)
+		return 1 << d.Private, classFree
 	case level.Has(ExcludeFree) && l.IsUnaccepted(d):
-		s.exclude(pfn, 1<<(l.MaxOrder-1), freeCounter)
+		return 1 << (l.MaxOrder - 1), classFree
 	case level.Has(ExcludeCache) && l.IsCache(d) && !l.IsPrivate(d) && !l.IsAnon(d):
-		s.exclude(pfn, pages, cacheCounter)
+		return pages, classCache
 	case level.Has(ExcludeCachePri) && l.IsCache(d) && !l.IsAnon(d):
 		if l.IsPrivate(d) {
-			s.exclude(pfn, pages, cachePrivateCounter)
-		} else {
-			s.exclude(pfn, pages, cacheCounter)
+			return pages, classCachePrivate
 		}
+		return pages, classCache
 	case level.Has(ExcludeUser) && (l.IsAnon(d) || hugetlb):
-		s.exclude(pfn, pages, userCounter)
+		return pages, classUser
 	case l.IsHwpoison(d):
-		s.exclude(pfn, 1, hwpoisonCounter)
+		return 1, classHwpoison
 	case l.IsOffline(d):
-		s.exclude(pfn, 1, offlineCounter)
+		return 1, classOffline
 	}
+	return 0, 0
 }
 
 func freeCounter(c *Counts) *uint64         { return &c.Free }

@@ -120,12 +120,24 @@ type Config struct {
 	// ZeroUnreadable stores a page that cannot be read as zeros (and
 	// counts it) instead of stopping with an error naming it.
 	ZeroUnreadable bool
+	// NewRevisitor, when set (a live dump), makes one Revisitor per
+	// worker: a page it says is left out is stored as zeros (the shared
+	// zero page with ExcludeZero) without being read.
+	NewRevisitor func() (Revisitor, error)
 	// Codec compresses pages; nil stores them raw.
 	Codec  *codec.Codec
 	Writer Writer
 	// Progress, if set, is called after chunks are written with the
 	// number of pages written so far; never concurrently.
 	Progress func(done uint64)
+}
+
+// Revisitor decides again, as the pass reaches it, whether a page the
+// page scan left out is left out still (filter.Revisitor).
+type Revisitor interface {
+	LeftOut(pfn uint64) (bool, error)
+	Forget() // a chunk begins
+	Close()
 }
 
 // Stats counts what the pass did.
@@ -136,6 +148,7 @@ type Stats struct {
 	Raw        uint64 // pages stored raw
 	DataBytes  uint64 // page data bytes written (without the zero page)
 	Unreadable uint64 // pages that could not be read, stored as zeros
+	Revisited  uint64 // pages a Revisitor said were still left out, stored as zeros
 	// Chunks is how many chunks the pass made, each only when none was
 	// free: what it had in flight at once, at most 2×W+2 (each up to
 	// ChunkBytes of page data).
@@ -227,6 +240,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	st.Pages = sq.written.Load()
 	st.Chunks = int(sq.made.Load())
 	st.ZeroPages, st.Compressed, st.Unreadable = sq.zero.Load(), sq.compressed.Load(), sq.unreadable.Load()
+	st.Revisited = sq.revisited.Load()
 	st.Raw = st.Pages - st.ZeroPages - st.Compressed
 	if err == nil && cfg.Progress != nil {
 		cfg.Progress(st.Pages)
@@ -271,6 +285,7 @@ type sequencer struct {
 	stats Stats
 
 	written, zero, compressed, unreadable atomic.Uint64
+	revisited                             atomic.Uint64
 	write, store                          atomic.Int64 // ns of thread CPU
 	life                                  cpuclock.Counter
 }
@@ -351,6 +366,7 @@ func (sq *sequencer) work(ctx context.Context) error {
 		sq.zero.Add(w.zero)
 		sq.compressed.Add(w.compressed)
 		sq.unreadable.Add(w.unreadable)
+		sq.revisited.Add(w.revisited)
 		if batch, err = sq.handOn(c, batch[:0]); err != nil {
 			return err
 		}
@@ -477,7 +493,9 @@ type worker struct {
 	r          PageReader
 	comp       codec.Compressor
 	buf        []byte
-	zeroPage   []byte // what an unreadable page is stored as
+	zeroPage   []byte // what an unreadable or revisited page is stored as
+	rv         Revisitor
+	revisited  uint64 // per chunk
 	zero       uint64 // per chunk
 	compressed uint64
 	unreadable uint64
@@ -491,19 +509,47 @@ func newWorker(cfg Config) *worker {
 		w.comp = cfg.Codec.NewCompressor()
 		w.buf = make([]byte, 0, codec.MaxCompressedLen(cfg.PageSize))
 	}
-	if cfg.ZeroUnreadable {
+	if cfg.ZeroUnreadable || cfg.NewRevisitor != nil {
 		w.zeroPage = make([]byte, cfg.PageSize)
 	}
 	return w
 }
 
-func (w *worker) close() { w.r.Close() }
+func (w *worker) close() {
+	w.r.Close()
+	if w.rv != nil {
+		w.rv.Close()
+	}
+}
 
 // process fills c.pages and c.data for c.pfns.
 func (w *worker) process(c *chunk) error {
 	c.pages, c.data = c.pages[:0], c.data[:0]
-	w.zero, w.compressed, w.unreadable = 0, 0, 0
+	w.zero, w.compressed, w.unreadable, w.revisited = 0, 0, 0, 0
+	if w.cfg.NewRevisitor != nil {
+		if w.rv == nil {
+			rv, err := w.cfg.NewRevisitor()
+			if err != nil {
+				return err
+			}
+			w.rv = rv
+		}
+		w.rv.Forget()
+	}
 	for _, pfn := range c.pfns {
+		if w.rv != nil {
+			out, err := w.rv.LeftOut(pfn)
+			if err != nil {
+				return err
+			}
+			if out {
+				w.revisited++
+				if err := w.store(c, pfn, w.zeroPage); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if err := w.readStore(c, pfn); err != nil {
 			if !w.cfg.ZeroUnreadable || !errors.Is(err, errUnreadable) {
 				return err
