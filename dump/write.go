@@ -198,6 +198,9 @@ func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfn
 			j.ev.Notef(Debug, "mmap: window 0x%x-0x%x\n", w.Off, w.Off+w.Len)
 		}
 	}
+	if j.in.isLive() {
+		j.ev.Notef(Debug, "live: %d revisited pages were still left out when copied, stored as zeros\n", j.res.Copy.Revisited)
+	}
 	if n := j.res.Copy.Unreadable; n > 0 {
 		j.ev.Notef(Common, "WARNING: %d pages of the vmcore could not be read; they are stored as zeros (--zero-unreadable).\n", n)
 	}
