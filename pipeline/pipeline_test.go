@@ -237,3 +237,67 @@ func TestPlacedKdumpIdenticalToOrdered(t *testing.T) {
 		}
 	}
 }
+
+// fakeRevisitor says the pfns it holds are left out still; it never
+// lets the reader see them.
+type fakeRevisitor struct {
+	out    map[uint64]bool
+	closed *atomic.Int64
+}
+
+func (r *fakeRevisitor) LeftOut(pfn uint64) (bool, error) { return r.out[pfn], nil }
+func (r *fakeRevisitor) Forget()                          {}
+func (r *fakeRevisitor) Close()                           { r.closed.Add(1) }
+
+// A live dump's revisited pages: those still left out are stored as the
+// shared zero page and not read, the rest are copied; every worker's
+// Revisitor is closed.
+func TestRevisitor(t *testing.T) {
+	m := testBitmap()
+	out := map[uint64]bool{}
+	for pfn := uint64(4000); pfn < 4100; pfn++ {
+		if pfn%3 != 0 { // pages with data
+			out[pfn] = true
+		}
+	}
+	for _, zero := range []bool{true, false} {
+		w := &recorder{}
+		var reads, closed atomic.Int64
+		cfg := config(4, m, w, ^uint64(0))
+		cfg.ExcludeZero = zero
+		cfg.NewReader = func() PageReader { return &fakeReader{buf: make([]byte, 4096), failPFN: ^uint64(0), reads: &reads} }
+		cfg.NewRevisitor = func() (Revisitor, error) { return &fakeRevisitor{out: out, closed: &closed}, nil }
+		st, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := m.Count(0, m.Len())
+		if st.Pages != n || st.Revisited != uint64(len(out)) || uint64(reads.Load()) != n-uint64(len(out)) {
+			t.Errorf("zero %v: %d pages, %d revisited, %d read; want %d, %d, %d", zero, st.Pages, st.Revisited, reads.Load(), n, len(out), n-uint64(len(out)))
+		}
+		if closed.Load() == 0 {
+			t.Errorf("zero %v: no Revisitor closed", zero)
+		}
+		// The pages in order: a revisited one is the zero page (or
+		// a raw page of zeros), the others what the reader gave.
+		off := 0
+		i := 0
+		for pfn := m.NextSet(0); pfn < m.Len(); pfn = m.NextSet(pfn + 1) {
+			p := w.pages[i]
+			i++
+			if zero {
+				if p.Zero != (out[pfn] || pfn%3 == 0) {
+					t.Fatalf("pfn %d: zero %v", pfn, p.Zero)
+				}
+				if p.Zero {
+					continue
+				}
+			}
+			d := w.data[off : off+int(p.Size)]
+			off += int(p.Size)
+			if allZero := !bytes.ContainsFunc(d, func(r rune) bool { return r != 0 }); allZero != (out[pfn] || pfn%3 == 0) {
+				t.Fatalf("zero %v: pfn %d: data all zeros %v", zero, pfn, allZero)
+			}
+		}
+	}
+}
