@@ -10,21 +10,33 @@ import (
 	"pagepipe/source"
 )
 
-// Excluded is the blocks a page scan left out as free, cache or user
-// pages (Kernel.Record): each its first pfn and length, as the struct
-// page of that first pfn said.
+// Excluded is what a page scan left out that Revisit needs
+// (Kernel.Record): the blocks of more than one page it left out as free,
+// cache or user pages, each its first pfn and length as the struct page of
+// that first pfn said, and the pfns it left out as anything else
+// (hwpoison, offline), never revisited. A pfn left out alone as free,
+// cache or user memory is its own block: it is not recorded, so that the
+// record stays small (a block of a machine's free memory is most often
+// of order 10).
 type Excluded struct {
 	mu     sync.Mutex
 	blocks []excludedBlock
+	never  []uint64
 	sorted bool
 }
 
 type excludedBlock struct{ head, n uint64 }
 
-func (e *Excluded) add(head, n uint64) {
+func (e *Excluded) add(head, n uint64, never bool) {
 	e.mu.Lock()
-	e.blocks = append(e.blocks, excludedBlock{head, n})
-	e.sorted = false
+	if never {
+		for p := head; p < head+n; p++ {
+			e.never = append(e.never, p)
+		}
+	} else {
+		e.blocks = append(e.blocks, excludedBlock{head, n})
+		e.sorted = false
+	}
 	e.mu.Unlock()
 }
 
@@ -48,22 +60,30 @@ func (e *Excluded) sort() {
 	}
 }
 
-// Revisit sets in plan's 2nd bitmap (held whole) every present pfn of the
-// recorded blocks it leaves out, and returns them as a bitmap: a live dump
+// Revisit sets in plan's 2nd bitmap (held whole) every present pfn the
+// page scan left out as free, cache or user memory (every one it left out
+// but those recorded as never), and returns them as a bitmap: a live dump
 // dumps them, and its copy pass asks a Revisitor of each whether its
-// struct page still leaves it out (then it is stored as zeros) or not (a
-// page that became kernel memory after the scan: copied).
+// block's struct page still leaves it out (then it is stored as zeros) or
+// not (a page that became kernel memory after the scan: copied). Call it
+// after the pages the dump holds whatever the scan said (the kernel
+// image) are set.
 func (e *Excluded) Revisit(plan *Plan) (*bitmap.Bitmap, uint64) {
 	e.sort()
 	m := bitmap.New(plan.MaxMapnr)
 	var added uint64
-	for _, b := range e.blocks {
-		for pfn := b.head; pfn < b.head+b.n && pfn < plan.MaxMapnr; pfn++ {
-			if plan.Present.Test(pfn) && !plan.Dumpable.Test(pfn) {
-				plan.Dumpable.Set(pfn)
-				m.Set(pfn)
-				added++
-			}
+	for pfn := uint64(0); pfn < plan.MaxMapnr; pfn++ {
+		if plan.Present.Test(pfn) && !plan.Dumpable.Test(pfn) {
+			plan.Dumpable.Set(pfn)
+			m.Set(pfn)
+			added++
+		}
+	}
+	for _, pfn := range e.never {
+		if pfn < plan.MaxMapnr && m.Test(pfn) {
+			m.Clear(pfn)
+			plan.Dumpable.Clear(pfn)
+			added--
 		}
 	}
 	plan.NumDumpable += added
@@ -121,10 +141,10 @@ func (v *Revisitor) LeftOut(pfn uint64) (bool, error) {
 		}
 		return 0
 	})
-	if i >= len(bl) || bl[i].head > pfn || pfn >= bl[i].head+bl[i].n {
-		return false, nil
+	head := pfn // a page left out alone
+	if i < len(bl) && bl[i].head <= pfn && pfn < bl[i].head+bl[i].n {
+		head = bl[i].head
 	}
-	head := bl[i].head
 	if v.last && v.lastHead == head {
 		return v.lastOut, nil
 	}

@@ -355,8 +355,8 @@ func (s *scanner) classify(pfn uint64, b []byte) {
 		return
 	}
 	s.exclude(pfn, n, classCounters[class])
-	if rec := s.k.Record; rec != nil && class <= classUser {
-		rec.add(pfn, n)
+	if rec := s.k.Record; rec != nil && (class > classUser || n > 1) {
+		rec.add(pfn, n, class > classUser)
 	}
 }
 
