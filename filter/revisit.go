@@ -100,11 +100,13 @@ type Revisitor struct {
 	r       kernel.PhysSlicer
 	reader  source.Reader
 	buf     []byte
-	// the last block read again: its head, and whether it was still
-	// left out
+	// the last block read again that still left its pages out
 	lastHead uint64
-	lastOut  bool
 	last     bool
+	// the struct pages of the largest buddy block being copied (window)
+	win            []byte
+	winOK          bool
+	winBase, winLo uint64
 }
 
 // NewRevisitor makes a worker's Revisitor of the pfns in revisit (from
@@ -122,7 +124,7 @@ func (k *Kernel) NewRevisitor(level Level, e *Excluded, revisit *bitmap.Bitmap) 
 func (v *Revisitor) Close() { v.reader.Close() }
 
 // Forget drops what the last read said: a chunk of pages begins.
-func (v *Revisitor) Forget() { v.last = false }
+func (v *Revisitor) Forget() { v.last, v.winOK = false, false }
 
 // LeftOut tells whether pfn is one of the revisited pages whose block's
 // struct page, read now, still leaves it out (as free, cache or user
@@ -146,20 +148,44 @@ func (v *Revisitor) LeftOut(pfn uint64) (bool, error) {
 		head = bl[i].head
 	}
 	if v.last && v.lastHead == head {
-		return v.lastOut, nil
+		return true, nil
 	}
-	out, err := v.leftOut(head, pfn)
+	out, byHead, err := v.leftOut(head, pfn)
 	if err != nil {
 		return false, err
 	}
-	v.last, v.lastHead, v.lastOut = true, head, out
+	if byHead {
+		v.last, v.lastHead = true, head
+	}
 	return out, nil
 }
 
-// leftOut reads head's struct page (and the next) and decides again.
-func (v *Revisitor) leftOut(head, pfn uint64) (bool, error) {
+// window returns the struct pages of the largest buddy block (2^(MaxOrder-1)
+// pages, aligned) holding pfn, from its first pfn lo, as read once a chunk.
+func (v *Revisitor) window(pfn uint64) (uint64, []byte, error) {
+	span := uint64(1) << (v.k.Layout.MaxOrder - 1)
+	base := pfn &^ (span - 1)
+	if v.winOK && v.winBase == base {
+		return v.winLo, v.win, nil
+	}
+	sec, ok := v.section(pfn)
+	if !ok {
+		return 0, nil, nil
+	}
+	size := v.k.Layout.Size
+	lo, hi := max(base, sec.StartPFN), min(base+span, sec.EndPFN)
+	b, err := v.tr.SliceVirt(v.r, sec.MemMap+(lo-sec.StartPFN)*size, int((hi-lo)*size), &v.buf)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the struct pages of pfns %#x-%#x again: %w", lo, hi-1, err)
+	}
+	v.win = append(v.win[:0], b...)
+	v.winOK, v.winBase, v.winLo = true, base, lo
+	return lo, v.win, nil
+}
+
+func (v *Revisitor) section(pfn uint64) (kernel.Section, bool) {
 	secs := v.k.MemMap.Sections
-	j, ok := slices.BinarySearchFunc(secs, head, func(s kernel.Section, p uint64) int {
+	j, ok := slices.BinarySearchFunc(secs, pfn, func(s kernel.Section, p uint64) int {
 		switch {
 		case s.EndPFN <= p:
 			return -1
@@ -169,9 +195,53 @@ func (v *Revisitor) leftOut(head, pfn uint64) (bool, error) {
 		return 0
 	})
 	if !ok {
+		return kernel.Section{}, false
+	}
+	return secs[j], true
+}
+
+// leftOut reads the struct pages again and decides: pfn is left out if
+// the block the scan left it out with (from head) still leaves it out
+// (byHead), or if another block holds it now, aligned to its order (its
+// block was merged, split or freed since the scan: a free block of any
+// order, or an order-0 page of its own).
+func (v *Revisitor) leftOut(head, pfn uint64) (out, byHead bool, err error) {
+	lo, win, err := v.window(pfn)
+	if err != nil {
+		return false, false, err
+	}
+	l, size := v.k.Layout, v.k.Layout.Size
+	at := func(h uint64) (bool, bool) {
+		if h < lo || h >= lo+uint64(len(win))/size {
+			return false, false
+		}
+		i := (h - lo) * size
+		n, c := decide(l, v.level, h, win[i:min(i+2*size, uint64(len(win)))])
+		return n > 0 && c <= classUser && pfn < h+n, true
+	}
+	if covered, ok := at(head); ok {
+		if covered {
+			return true, true, nil
+		}
+	} else if covered, err := v.readDecide(head, pfn); err != nil || covered {
+		return covered, covered, err // a block larger than a buddy block (hugetlb)
+	}
+	for o := uint64(0); o < l.MaxOrder; o++ {
+		if h := pfn &^ (1<<o - 1); h != head {
+			if covered, _ := at(h); covered {
+				return true, false, nil
+			}
+		}
+	}
+	return false, false, nil
+}
+
+// readDecide reads head's struct page (and the next) alone and decides.
+func (v *Revisitor) readDecide(head, pfn uint64) (bool, error) {
+	sec, ok := v.section(head)
+	if !ok {
 		return false, nil
 	}
-	sec := secs[j]
 	size := v.k.Layout.Size
 	n := size
 	if head+1 < sec.EndPFN {
