@@ -65,6 +65,8 @@ func extension(opts []string, positionals int) string {
 		return "pagepipe writes split dumps with --num-threads workers; makedumpfile refuses the pair"
 	case has("--dump-dmesg") && has("--split") && positionals == 3:
 		return "--dump-dmesg writes one LOGFILE: makedumpfile takes --split with it, then fails"
+	case has("--mem-usage") && positionals == 1 && (has("-E") || has("--split") || has("--dump-dmesg") || has("--dry-run")):
+		return "--mem-usage prints a table: pagepipe refuses a dump's options beside it, which makedumpfile's --check-params takes"
 	}
 	return ""
 }
