@@ -167,10 +167,15 @@ func evictDumps(budget int64) {
 		if oldest == "" {
 			return
 		}
-		os.Remove(dumps.m[oldest].path)
-		dumps.bytes -= dumps.m[oldest].size
-		delete(dumps.m, oldest)
+		dropDump(oldest)
 	}
+}
+
+// dropDump deletes the cached dump of key. dumps is locked.
+func dropDump(key string) {
+	os.Remove(dumps.m[key].path)
+	dumps.bytes -= dumps.m[key].size
+	delete(dumps.m, key)
 }
 
 // diskSize is the bytes path takes on disk (a dump may be sparse).

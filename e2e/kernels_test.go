@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -78,9 +77,7 @@ func forgetDumps(vmcore string) {
 	defer dumps.Unlock()
 	for k, d := range dumps.m {
 		if d.holders == 0 && strings.HasSuffix(k, " "+vmcore) {
-			os.Remove(d.path)
-			dumps.bytes -= d.size
-			delete(dumps.m, k)
+			dropDump(k)
 		}
 	}
 }
