@@ -24,16 +24,27 @@ type pageSource struct {
 	text    bool
 }
 
-// pageSources is the page set shared by the tests and benchmarks: a
-// deterministic mix of machine code and data, compressed data, source text
-// and zero pages, about 4 MiB. Missing files are skipped. To add pages
-// from elsewhere (such as vmcore fixtures), add a source here or append to
-// the result of loadPages.
+// pageSources is the page set shared by the tests and benchmarks: a mix
+// of machine code and data, compressed data, source text and zero pages,
+// about 4 MiB. Every source lies inside the Go installation that runs the
+// test (its tool binaries, the compressed files and ELF objects of its
+// standard library's testdata, its sources), so the set is the same on
+// every machine with the same Go, whatever else the host has installed.
+// Real kernel pages are tested in asm_integration_test.go.
 var pageSources = []pageSource{
-	{name: "shared libraries", globs: []string{"/usr/lib/x86_64-linux-gnu/*.so*", "/usr/lib/*/*.so*", "/usr/lib64/*.so*"}, perFile: 4, max: 640},
-	{name: "kernel image", globs: []string{"/boot/vmlinuz*"}, perFile: 128, max: 128},
+	{name: "Go tool binaries", globs: []string{filepath.Join(goTools, "*")}, perFile: 80, max: 640},
+	{name: "compressed data", globs: []string{
+		filepath.Join(build.Default.GOROOT, "lib", "time", "*.zip"),
+		filepath.Join(build.Default.GOROOT, "src", "image", "testdata", "*.png"),
+		filepath.Join(build.Default.GOROOT, "src", "compress", "*", "testdata", "*"),
+	}, perFile: 4, max: 64},
+	{name: "ELF objects", globs: []string{filepath.Join(build.Default.GOROOT, "src", "debug", "elf", "testdata", "*")}, perFile: 4, max: 64},
 	{name: "Go sources", globs: []string{filepath.Join(build.Default.GOROOT, "src", "*", "*.go")}, perFile: 1, max: 192, text: true},
 }
+
+// goTools is the directory of the go command's own tools (compile, link,
+// vet, ...): large Go-built executables on every machine that runs go test.
+var goTools = filepath.Join(build.Default.GOROOT, "pkg", "tool", build.Default.GOOS+"_"+build.Default.GOARCH)
 
 const zeroPages = 64
 
@@ -108,8 +119,8 @@ func mostlyText(p []byte) bool {
 	return printable > len(p)*9/10
 }
 
-// pagesFor returns the page set, skipping the test when it is too small to
-// mean anything (nothing readable on this machine).
+// pagesFor returns the page set, failing the test when it is too small to
+// mean anything (a Go installation without its sources or tools).
 func pagesFor(tb testing.TB) [][]byte {
 	tb.Helper()
 	pages := pageSet()
@@ -121,7 +132,7 @@ func pagesFor(tb testing.TB) [][]byte {
 		}
 	}
 	if nonZero < 100 {
-		tb.Skipf("page set has only %d non-zero pages", nonZero)
+		tb.Fatalf("page set has only %d non-zero pages: is GOROOT (%s) whole?", nonZero, build.Default.GOROOT)
 	}
 	return pages
 }
