@@ -106,15 +106,6 @@ func (m *Bitmap) Fills() int {
 	return m.win.fills
 }
 
-// WindowSize is the pfns a windowed bitmap holds at a time: Len for one
-// that holds them all.
-func (m *Bitmap) WindowSize() uint64 {
-	if m.win == nil {
-		return m.n
-	}
-	return m.win.size
-}
-
 // hold makes the window of pfn (< Len) the one held and returns the end
 // of the pfns held from pfn on: Len for a bitmap without windows.
 func (m *Bitmap) hold(pfn uint64) uint64 {
@@ -452,24 +443,6 @@ func (m *Bitmap) Cut(n uint64) *Bitmap {
 	return c
 }
 
-// And clears every pfn that is not set in o (which must have the same length).
-func (m *Bitmap) And(o *Bitmap) {
-	for i, b := range m.blocks {
-		switch ob := o.blocks[i]; {
-		case b == nil || ob == full:
-		case ob == nil:
-			m.blocks[i] = nil
-		case b == full:
-			cp := *ob
-			m.blocks[i] = &cp
-		default:
-			for w := range b {
-				b[w] &= ob[w]
-			}
-		}
-	}
-}
-
 // Equal reports whether both bitmaps hold the same pfns over the same length.
 func (m *Bitmap) Equal(o *Bitmap) bool {
 	if m.n != o.n {
@@ -501,9 +474,6 @@ func (m *Bitmap) PutBytes(dst []byte, off uint64) {
 		}
 	}
 }
-
-// ByteLen is the length of the on-disk form: ceil(Len()/8).
-func (m *Bitmap) ByteLen() uint64 { return (m.n + 7) / 8 }
 
 // allocated is how many 4 KiB blocks of words the bitmap holds in memory.
 func (m *Bitmap) allocated() int {

@@ -13,7 +13,7 @@ import (
 // This file holds the rules that copy makedumpfile 1.7.2's behaviour where
 // it decides bytes of the output, so that pagepipe's dumps equal its
 // dumps: the header's utsname, an ELF dump's pages past mem_map (and, in
-// prepare, countPartial: whether a PT_LOAD's partial last page is present).
+// prepare, partialPages: whether a PT_LOAD's partial last page is present).
 
 // fillKernelMeta takes what the dump header says about the crashed kernel
 // from its VMCOREINFO: the crash time, phys_base, and utsname, read from

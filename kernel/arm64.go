@@ -169,20 +169,6 @@ func (a arm64) NewTranslator(r PhysReader, vi *VMCOREINFO) (*Translator, error) 
 	return t, nil
 }
 
-// NewARM64TranslatorAt builds an arm64 Translator for an explicit
-// top-level table, granule (pageShift 12, 14 or 16), kernel VA size and
-// 52-bit physical addressing.
-func NewARM64TranslatorAt(r PhysReader, top uint64, pageShift, vaBits uint, pa52 bool) (*Translator, error) {
-	if r == nil {
-		return nil, errors.New("nil PhysReader")
-	}
-	levels, ok := arm64Levels[[2]uint{pageShift, vaBits}]
-	if !ok {
-		return nil, fmt.Errorf("%d-byte pages with %d-bit virtual addresses are not a geometry arm64 Linux has", 1<<pageShift, vaBits)
-	}
-	return newARM64Translator(r, top, arm64Format{pageShift: pageShift, vaBits: vaBits, levels: levels, pa52: pa52, pgdBits: vaBits})
-}
-
 func newARM64Translator(r PhysReader, top uint64, f arm64Format) (*Translator, error) {
 	if top&(1<<f.pageShift-1) != 0 || top >= 1<<f.paBits() {
 		return nil, fmt.Errorf("top-level table address %#x is not a page-aligned %d-bit physical address", top, f.paBits())

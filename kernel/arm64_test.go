@@ -103,7 +103,7 @@ func TestARM64Lookup(t *testing.T) {
 				for _, c := range cases {
 					pt.mapAt(c.va, c.pa, c.leaf)
 				}
-				tr, err := NewARM64TranslatorAt(mem, pt.top, pageShift, vaBits, pa52)
+				tr, err := newARM64TranslatorAt(mem, pt.top, pageShift, vaBits, pa52)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +113,7 @@ func TestARM64Lookup(t *testing.T) {
 				for _, c := range cases {
 					off := uint64(0x123) & (c.size - 1)
 					mem.reads = 0
-					tr = must(NewARM64TranslatorAt(mem, pt.top, pageShift, vaBits, pa52))
+					tr = must(newARM64TranslatorAt(mem, pt.top, pageShift, vaBits, pa52))
 					m, err := tr.Lookup(c.va + off)
 					if err != nil || m.Paddr != c.pa+off || m.PageSize != c.size {
 						t.Errorf("Lookup(%#x) = %#x/%#x, %v; want %#x/%#x", c.va+off, m.Paddr, m.PageSize, err, c.pa+off, c.size)
@@ -150,7 +150,7 @@ func TestARM64BlockAtTop(t *testing.T) {
 	pt := newARMTables(mem, f, 0x40000000)
 	va := f.kernelStart()
 	pt.mem.put64(pt.top, 0x80000000|1)
-	tr := must(NewARM64TranslatorAt(mem, pt.top, 12, 48, false))
+	tr := must(newARM64TranslatorAt(mem, pt.top, 12, 48, false))
 	if _, err := tr.Lookup(va); err == nil || !strings.Contains(err.Error(), "PGD entry") || !strings.Contains(err.Error(), "cannot hold a block") {
 		t.Fatalf("Lookup = %v", err)
 	}
@@ -244,7 +244,7 @@ func FuzzARM64VtoP(f *testing.F) {
 			{14, 48, false}, {14, 52, true}, {14, 36, false}, {16, 42, false}, {16, 48, false}, {16, 52, true}}
 		g := geos[int(geo)%len(geos)]
 		phys := &fuzzPhys{b: fuzzMemory(recs)}
-		tr, err := NewARM64TranslatorAt(phys, 0, g.shift, g.va, g.pa52)
+		tr, err := newARM64TranslatorAt(phys, 0, g.shift, g.va, g.pa52)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,4 +267,18 @@ func FuzzARM64VtoP(f *testing.F) {
 		}
 		_ = tr.ReadVirt(vaddr, make([]byte, 64))
 	})
+}
+
+// newARM64TranslatorAt builds an arm64 Translator for an explicit
+// top-level table, granule (pageShift 12, 14 or 16), kernel VA size and
+// 52-bit physical addressing.
+func newARM64TranslatorAt(r PhysReader, top uint64, pageShift, vaBits uint, pa52 bool) (*Translator, error) {
+	if r == nil {
+		return nil, errors.New("nil PhysReader")
+	}
+	levels, ok := arm64Levels[[2]uint{pageShift, vaBits}]
+	if !ok {
+		return nil, fmt.Errorf("%d-byte pages with %d-bit virtual addresses are not a geometry arm64 Linux has", 1<<pageShift, vaBits)
+	}
+	return newARM64Translator(r, top, arm64Format{pageShift: pageShift, vaBits: vaBits, levels: levels, pa52: pa52, pgdBits: vaBits})
 }

@@ -212,11 +212,6 @@ func (v *VMCOREINFO) RequireOffset(name string) (int64, error) {
 	return v.RequireValue("OFFSET(" + name + ")")
 }
 
-// RequireLength is Length with an error naming the absent or malformed key.
-func (v *VMCOREINFO) RequireLength(name string) (int64, error) {
-	return v.RequireValue("LENGTH(" + name + ")")
-}
-
 // RequireNumber is Number with an error naming the absent or malformed key.
 func (v *VMCOREINFO) RequireNumber(name string) (int64, error) {
 	return v.RequireValue(numberKey(name))

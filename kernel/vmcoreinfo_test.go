@@ -137,7 +137,7 @@ func TestParseVMCOREINFORules(t *testing.T) {
 	if !errors.Is(err, ErrMissingKey) || err.Error() != "vmcoreinfo: missing SYMBOL(init_top_pgt)" {
 		t.Errorf("RequireSymbol(missing) = %v", err)
 	}
-	for _, f := range []func(string) (int64, error){vi.RequireSize, vi.RequireOffset, vi.RequireLength, vi.RequireNumber} {
+	for _, f := range []func(string) (int64, error){vi.RequireSize, vi.RequireOffset, vi.RequireNumber} {
 		if _, err := f("nope"); !errors.Is(err, ErrMissingKey) || !strings.Contains(err.Error(), "(nope)") {
 			t.Errorf("Require*(nope) = %v", err)
 		}
