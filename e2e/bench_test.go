@@ -176,7 +176,7 @@ func TestBenchBadInput(t *testing.T) {
 			continue
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "pagepipe bench: ") || !strings.Contains(lines[0], tc.want) {
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "pagepipe-bench bench: ") || !strings.Contains(lines[0], tc.want) {
 			t.Errorf("%v: %q, want one line with %q", tc.args, out, tc.want)
 		}
 	}

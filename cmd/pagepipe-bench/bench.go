@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"pagepipe/bench"
 	"pagepipe/internal/cpuset"
@@ -27,88 +24,76 @@ import (
 // binary, or makedumpfile with --vs makedumpfile) pinned to its CPUs. See
 // docs/scaling.md.
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	genSize := fs.Int("gen-size", 0, "generate a vmcore of this many MiB instead of reading VMCORE (cached)")
-	profile := fs.String("profile", "", "with --gen-size: a kernel machine of this era: "+strings.Join(synth.Profiles(), ", "))
-	seed := fs.Uint64("seed", synth.DefaultSeed, "with --gen-size: content seed")
-	workers := fs.String("workers", "1,2,4", "worker counts (--num-threads)")
-	cpus := fs.String("cpus", "", "CPU sets: each item a count N (the first N usable CPUs) or a range A-B (default: every usable CPU)")
-	mapSizes := fs.String("map-size", "default", "pagepipe's --map-size in KiB, or default (pread on an ordinary file)")
-	codecs := fs.String("codec", "c", "codecs: c, l, p, z, lz4, none")
-	levels := fs.String("dump-level", "31", "dump levels")
-	runs := fs.Int("runs", 3, "runs of each configuration (median, min, max)")
-	vs := fs.String("vs", "", "run the same jobs with this makedumpfile too: a path, or makedumpfile from $PATH")
-	outDir := fs.String("out", "", "write tables.txt, results.csv, results.json and the plots (PNG, SVG) here")
-	dumpDir := fs.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
-	workDir := fs.String("work-dir", "", "where a generated vmcore is cached (default: the fixture directory)")
-	pagepipe := fs.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: pagepipe-bench [--pagepipe BIN] [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile|PATH] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		return exitFailed
-	}
-	failf := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "pagepipe bench: "+format+"\n", a...)
-		return exitFailed
+	c := newCommand("bench", "pagepipe-bench [--pagepipe BIN] [--workers LIST] [--cpus LIST] [--map-size LIST] [--codec LIST] [--dump-level LIST] [--runs K] [--vs makedumpfile|PATH] [--out DIR] (VMCORE | --gen-size MIB [--profile ERA])", stderr)
+	genSize := c.Int("gen-size", 0, "generate a vmcore of this many MiB instead of reading VMCORE (cached)")
+	profile := c.String("profile", "", "with --gen-size: a kernel machine of this era: "+strings.Join(synth.Profiles(), ", "))
+	seed := c.Uint64("seed", synth.DefaultSeed, "with --gen-size: content seed")
+	workers := c.String("workers", "1,2,4", "worker counts (--num-threads)")
+	cpus := c.String("cpus", "", "CPU sets: each item a count N (the first N usable CPUs) or a range A-B (default: every usable CPU)")
+	mapSizes := c.String("map-size", "default", "pagepipe's --map-size in KiB, or default (pread on an ordinary file)")
+	codecs := c.String("codec", "c", "codecs: c, l, p, z, lz4, none")
+	levels := c.String("dump-level", "31", "dump levels")
+	runs := c.Int("runs", 3, "runs of each configuration (median, min, max)")
+	vs := c.String("vs", "", "run the same jobs with this makedumpfile too: a path, or makedumpfile from $PATH")
+	outDir := c.String("out", "", "write tables.txt, results.csv, results.json and the plots (PNG, SVG) here")
+	dumpDir := c.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
+	workDir := c.String("work-dir", "", "where a generated vmcore is cached (default: the fixture directory)")
+	pagepipe := c.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
+	if code, done := c.parse(args); done {
+		return code
 	}
 	usable, err := cpuset.Usable()
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	m, err := benchMatrix(usable, *workers, *cpus, *mapSizes, *codecs, *levels, *vs)
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if *runs < 1 {
-		return failf("--runs %d: at least 1", *runs)
+		return c.failf("--runs %d: at least 1", *runs)
 	}
 	ctx, stop := stopOnSignals(stderr)
 	defer stop()
 
 	var vmcore string
 	switch {
-	case fs.NArg() == 1 && *genSize == 0:
-		vmcore = fs.Arg(0)
-	case fs.NArg() == 0 && *genSize > 0:
+	case c.NArg() == 1 && *genSize == 0:
+		vmcore = c.Arg(0)
+	case c.NArg() == 0 && *genSize > 0:
 		if vmcore, err = generatedVmcore(*workDir, *genSize, *profile, *seed, stderr); err != nil {
-			return failf("%s", oneLine(err))
+			return c.fail(err)
 		}
 	default:
-		return failf("need VMCORE or --gen-size MIB (not both)")
+		return c.failf("need VMCORE or --gen-size MIB (not both)")
 	}
-	exe, err := exec.LookPath(*pagepipe)
+	exe, ident, err := measured(*pagepipe)
 	if err != nil {
-		return failf("--pagepipe: %s", oneLine(err))
+		return c.fail(err)
 	}
 	r := &bench.Runner{Pagepipe: exe, Vmcore: vmcore, DumpDir: *dumpDir, Rounds: *runs, Progress: stderr, TTY: isTerminal(stderr)}
 	st := &bench.Study{
-		Command: "pagepipe bench " + strings.Join(args, " "),
-		Date:    time.Now().UTC().Format(time.RFC3339),
-		Vmcore:  vmcore,
+		Command:  "pagepipe bench " + strings.Join(args, " "),
+		Date:     time.Now().UTC().Format(time.RFC3339),
+		Vmcore:   vmcore,
+		Pagepipe: ident,
 	}
 	if m.VsMakedumpfile {
 		if r.Makedumpfile, err = exec.LookPath(*vs); err != nil {
-			return failf("--vs %s: %s", *vs, oneLine(err))
+			return c.failf("--vs %s: %s", *vs, oneLine(err))
 		}
 		if st.Makedumpfile, err = makedumpfileVersion(r.Makedumpfile); err != nil {
-			return failf("--vs %q: only makedumpfile can be compared (%s)", *vs, oneLine(err))
+			return c.failf("--vs %q: only makedumpfile can be compared (%s)", *vs, oneLine(err))
 		}
 	}
 	if r.BytesIn, err = memoryBytes(vmcore); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	st.BytesIn = r.BytesIn
 	st.UsableCPUs = cpuset.Format(usable)
 
 	if st.Machine, err = measureMachine(m.CPUs, vmcore, *dumpDir, stderr); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 
 	cfgs, notes := m.Configs()
@@ -120,21 +105,21 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	st.Runs, err = r.Run(ctx, cfgs)
 	st.Notes = append(st.Notes, r.Notes...)
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if err := checkPinning(st.Runs); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if err := st.Analyze(); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if err := bench.WriteTables(stdout, st); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if *outDir != "" {
 		paths, err := bench.WriteAll(*outDir, st)
 		if err != nil {
-			return failf("%s", oneLine(err))
+			return c.fail(err)
 		}
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
 	}

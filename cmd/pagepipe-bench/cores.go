@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"pagepipe/bench"
 	"pagepipe/internal/cpuset"
@@ -27,52 +24,39 @@ import (
 // writes them with the machine's name.
 func runCores(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
-	fs := pflag.NewFlagSet("cores", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	workers := fs.String("workers", "1,2,4,8,16", "worker counts on the widest CPU set (table 001)")
-	cpus := fs.String("cpus", "", "CPU sets, each a count N or a range A-B (table 003; default: 1, 2, 4, 8, 16 CPUs, as many as usable)")
-	codecs := fs.String("codec", "l,c", "codecs: c, l, p, z, lz4, none")
-	levels := fs.String("dump-level", "31,1", "dump levels")
-	size := fs.Int("size", 0, "the generated machine's memory in MiB (default: 512 per CPU of the widest set, 1 to 8 GiB)")
-	profile := fs.String("profile", "6.1", "the generated machine's kernel era: "+strings.Join(synth.Profiles(), ", "))
-	used := fs.Float64("used", 0.6, "the fraction of the generated machine's memory in use")
-	runs := fs.Int("runs", 5, "rounds at most (each runs every configuration once; medians)")
-	budget := fs.Duration("budget", 8*time.Minute, "the time the whole study may take, generation included: no round starts that would end past it")
-	workDir := fs.String("work-dir", defaultDumpDir(), "where the generated vmcore is written (removed at the end)")
-	dumpDir := fs.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
-	outDir := fs.String("out", "", "write tables.txt, results.csv, results.json and the plots (threads, cpus; PNG, SVG) here")
-	pagepipe := fs.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: pagepipe-bench cores [--workers LIST] [--cpus LIST] [--codec LIST] [--dump-level LIST] [--size MIB] [--runs K] [--budget DURATION] [--out DIR] [VMCORE]")
-		fs.PrintDefaults()
+	c := newCommand("cores", "pagepipe-bench cores [--workers LIST] [--cpus LIST] [--codec LIST] [--dump-level LIST] [--size MIB] [--runs K] [--budget DURATION] [--out DIR] [VMCORE]", stderr)
+	workers := c.String("workers", "1,2,4,8,16", "worker counts on the widest CPU set (table 001)")
+	cpus := c.String("cpus", "", "CPU sets, each a count N or a range A-B (table 003; default: 1, 2, 4, 8, 16 CPUs, as many as usable)")
+	codecs := c.String("codec", "l,c", "codecs: c, l, p, z, lz4, none")
+	levels := c.String("dump-level", "31,1", "dump levels")
+	size := c.Int("size", 0, "the generated machine's memory in MiB (default: 512 per CPU of the widest set, 1 to 8 GiB)")
+	profile := c.String("profile", "6.1", "the generated machine's kernel era: "+strings.Join(synth.Profiles(), ", "))
+	used := c.Float64("used", 0.6, "the fraction of the generated machine's memory in use")
+	runs := c.Int("runs", 5, "rounds at most (each runs every configuration once; medians)")
+	budget := c.Duration("budget", 8*time.Minute, "the time the whole study may take, generation included: no round starts that would end past it")
+	workDir := c.String("work-dir", defaultDumpDir(), "where the generated vmcore is written (removed at the end)")
+	dumpDir := c.String("dump-dir", defaultDumpDir(), "where each run's dump goes (removed after the run)")
+	outDir := c.String("out", "", "write tables.txt, results.csv, results.json and the plots (threads, cpus; PNG, SVG) here")
+	pagepipe := c.String("pagepipe", defaultPagepipe(), "the pagepipe binary to measure")
+	if code, done := c.parse(args); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		return exitFailed
-	}
-	failf := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "pagepipe cores: "+format+"\n", a...)
-		return exitFailed
-	}
-	if fs.NArg() > 1 {
-		return failf("at most one VMCORE (without one, a machine is generated)")
+	if c.NArg() > 1 {
+		return c.failf("at most one VMCORE (without one, a machine is generated)")
 	}
 	usable, err := cpuset.Usable()
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if *cpus == "" {
 		*cpus = coresCPUs(len(usable))
 	}
 	m, err := benchMatrix(usable, *workers, *cpus, "default", *codecs, *levels, "")
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if *runs < 1 {
-		return failf("--runs %d: at least 1", *runs)
+		return c.failf("--runs %d: at least 1", *runs)
 	}
 	widest := 0
 	for _, set := range m.CPUs {
@@ -81,13 +65,9 @@ func runCores(args []string, stdout, stderr io.Writer) int {
 	if *size == 0 {
 		*size = min(max(512*widest, 1024), 8192)
 	}
-	exe, err := exec.LookPath(*pagepipe)
+	exe, ident, err := measured(*pagepipe)
 	if err != nil {
-		return failf("--pagepipe: %s", oneLine(err))
-	}
-	ident, err := binaryIdentity(exe)
-	if err != nil {
-		return failf("--pagepipe: %s", oneLine(err))
+		return c.fail(err)
 	}
 	ctx, stop := stopOnSignals(stderr)
 	defer stop()
@@ -99,18 +79,18 @@ func runCores(args []string, stdout, stderr io.Writer) int {
 	}
 	host := bench.DescribeHost()
 	st.Host = &host
-	vmcore := fs.Arg(0)
+	vmcore := c.Arg(0)
 	if vmcore == "" {
 		spec := machineSpec(*size, *profile, *used)
 		if err := spec.Validate(); err != nil {
-			return failf("--size %d --profile %s --used %g: %s", *size, *profile, *used, oneLine(err))
+			return c.failf("--size %d --profile %s --used %g: %s", *size, *profile, *used, oneLine(err))
 		}
 		if err := os.MkdirAll(*workDir, 0o755); err != nil {
-			return failf("--work-dir: %s", oneLine(err))
+			return c.failf("--work-dir: %s", oneLine(err))
 		}
 		f, err := os.CreateTemp(*workDir, "pagepipe-cores-*.vmcore")
 		if err != nil {
-			return failf("--work-dir: %s", oneLine(err))
+			return c.failf("--work-dir: %s", oneLine(err))
 		}
 		f.Close()
 		vmcore = f.Name()
@@ -118,18 +98,18 @@ func runCores(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cores: generating a %d MiB %s machine, %g in use: %s\n", *size, *profile, *used, vmcore)
 		t := time.Now()
 		if err := synth.WriteFile(vmcore, spec); err != nil {
-			return failf("generate vmcore: %s", oneLine(err))
+			return c.failf("generate vmcore: %s", oneLine(err))
 		}
 		st.Notes = append(st.Notes, fmt.Sprintf("the vmcore: pagepipe-bench gen-vmcore --profile %s --size %d --used %g (generated in %s)",
 			*profile, *size, *used, time.Since(t).Round(100*time.Millisecond)))
 	}
 	st.Vmcore = vmcore
 	if st.BytesIn, err = memoryBytes(vmcore); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	st.UsableCPUs = cpuset.Format(usable)
 	if st.Machine, err = measureMachine(m.CPUs, vmcore, *dumpDir, stderr); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	r := &bench.Runner{Pagepipe: exe, Vmcore: vmcore, DumpDir: *dumpDir, Rounds: *runs, BytesIn: st.BytesIn,
 		Progress: stderr, TTY: isTerminal(stderr), Deadline: start.Add(*budget)}
@@ -137,22 +117,22 @@ func runCores(args []string, stdout, stderr io.Writer) int {
 	st.Runs, err = r.Run(ctx, bench.CoresConfigs(m.Workers, m.CPUs, m.Codecs, m.Levels))
 	st.Notes = append(st.Notes, r.Notes...)
 	if err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if err := checkPinning(st.Runs); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if err := st.Analyze(); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	st.Notes = append(st.Notes, fmt.Sprintf("the study took %s of a %s budget", time.Since(start).Round(time.Second), *budget))
 	if err := bench.WriteCoresTables(stdout, st); err != nil {
-		return failf("%s", oneLine(err))
+		return c.fail(err)
 	}
 	if *outDir != "" {
 		paths, err := bench.WriteCoresAll(*outDir, st)
 		if err != nil {
-			return failf("%s", oneLine(err))
+			return c.fail(err)
 		}
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
 	}

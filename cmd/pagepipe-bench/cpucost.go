@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-
-	"github.com/spf13/pflag"
 
 	"pagepipe/bench"
 )
@@ -13,20 +10,20 @@ import (
 // (bench.CPUCost): in the capture kernel under QEMU and on the host, to
 // tell what the emulator makes dear from what the program does.
 func runCPUCost(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("cpucost", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := fs.Int("n", 20000, "operations of each kind")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *n < 4 {
-		fmt.Fprintln(stderr, "usage: pagepipe-bench cpucost [--n N]")
-		return exitFailed
+	c := newCommand("cpucost", "pagepipe-bench cpucost [--n N]", stderr)
+	n := c.Int("n", 20000, "operations of each kind")
+	if code, done := c.parse(args); done {
+		return code
+	}
+	if c.NArg() != 0 || *n < 4 {
+		return c.badUsage()
 	}
 	costs, err := bench.MeasureCPUCosts(*n)
 	if err == nil {
 		err = bench.WriteCPUCosts(stdout, costs)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pagepipe-bench cpucost: %s\n", oneLine(err))
-		return exitFailed
+		return c.fail(err)
 	}
 	return exitOK
 }

@@ -6,51 +6,43 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"pagepipe/internal/synth"
 )
 
 // runGenVmcore writes a synthetic ELF vmcore: the demo's and the
 // benchmarks' input when no real one is at hand.
 func runGenVmcore(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("gen-vmcore", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	size := fs.Int("size", 256, "RAM of the generated machine in MiB")
-	seed := fs.Uint64("seed", synth.DefaultSeed, "content seed")
-	profile := fs.String("profile", "", "a kernel machine after this era's struct page layout: "+strings.Join(synth.Profiles(), ", "))
-	used := fs.Float64("used", 0, "with --profile: the fraction of memory in use (0: about 1 GiB's worth, at most 0.6)")
-	shape := fs.String("shape", "", "a named test shape instead of the default machine: "+strings.Join(shapeNames(), ", "))
-	if err := fs.Parse(args); err != nil {
-		return exitFailed
+	c := newCommand("gen-vmcore", "pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA [--used FRACTION] | --shape NAME] OUTPUT", stderr)
+	size := c.Int("size", 256, "RAM of the generated machine in MiB")
+	seed := c.Uint64("seed", synth.DefaultSeed, "content seed")
+	profile := c.String("profile", "", "a kernel machine after this era's struct page layout: "+strings.Join(synth.Profiles(), ", "))
+	used := c.Float64("used", 0, "with --profile: the fraction of memory in use (0: about 1 GiB's worth, at most 0.6)")
+	shape := c.String("shape", "", "a named test shape instead of the default machine: "+strings.Join(shapeNames(), ", "))
+	if code, done := c.parse(args); done {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: pagepipe-bench gen-vmcore [--size MIB] [--seed N] [--profile ERA [--used FRACTION] | --shape NAME] OUTPUT")
-		return exitFailed
+	if c.NArg() != 1 {
+		return c.badUsage()
 	}
 	if *used != 0 && *profile == "" {
-		fmt.Fprintln(stderr, "pagepipe-bench: --used needs --profile (a kernel machine)")
-		return exitFailed
+		return c.failf("--used needs --profile (a kernel machine)")
 	}
 	spec := machineSpec(*size, *profile, *used)
 	if *shape != "" {
 		s, ok := synth.Shapes()[*shape]
 		if !ok {
-			fmt.Fprintf(stderr, "pagepipe-bench: unknown shape %q (have %s)\n", *shape, strings.Join(shapeNames(), ", "))
-			return exitFailed
+			return c.failf("unknown shape %q (have %s)", *shape, strings.Join(shapeNames(), ", "))
 		}
 		spec = s
 	}
 	spec.Seed = *seed
 	if err := spec.Validate(); err != nil {
-		fmt.Fprintf(stderr, "pagepipe-bench: %s\n", oneLine(err))
-		return exitFailed
+		return c.fail(err)
 	}
-	if err := synth.WriteFile(fs.Arg(0), spec); err != nil {
-		fmt.Fprintf(stderr, "pagepipe-bench: %s\n", oneLine(err))
-		return exitFailed
+	if err := synth.WriteFile(c.Arg(0), spec); err != nil {
+		return c.fail(err)
 	}
-	fmt.Fprintf(stdout, "%s: %d MiB of memory in %d PT_LOADs, %d CPUs\n", fs.Arg(0), spec.DataBytes()>>20, len(spec.Segments), spec.CPUs)
+	fmt.Fprintf(stdout, "%s: %d MiB of memory in %d PT_LOADs, %d CPUs\n", c.Arg(0), spec.DataBytes()>>20, len(spec.Segments), spec.CPUs)
 	return exitOK
 }
 
