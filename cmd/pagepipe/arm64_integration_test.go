@@ -72,7 +72,7 @@ func TestARM64ByteIdenticalToMakedumpfile(t *testing.T) {
 
 // Acceptance (issue 19 acc. 3, issue 23 acc. 2): libkdumpfile and drgn
 // read the generated arm64 machines' dumps (the shapes machines of
-// TestARM64GeneratedDumps: 4, 16 and 64 KiB pages) without a vmlinux:
+// TestGeneratedDumps' arm64 machines: 4, 16 and 64 KiB pages) without a vmlinux:
 // init_uts_ns through the dump's own page tables, and every page of RAM
 // as the generator's, at -d 31 with every codec; and the -E dump in the
 // kernel's pages, every page it holds as pagepipe's reader does, what
