@@ -227,6 +227,12 @@ func liveDumpsUnderLoad(t *testing.T, a liveArch, l fixture.Live) {
 			if !strings.Contains(ins, "live dump       : the running kernel, read from /proc/kcore") || strings.Contains(ins, "lost") {
 				t.Errorf("inspect:\n%s", ins)
 			}
+			// The priority set (the kernel log among it) was found in
+			// the running kernel and written first, whole.
+			if m := priorityLine.FindStringSubmatch(ins); m == nil || m[1] != m[2] || m[1] == "0" ||
+				!regexp.MustCompile(`(?m)^  kernel log +: [1-9]\d* of `).MatchString(ins) || !strings.Contains(ins, "data order      : priority set first") {
+				t.Errorf("inspect: no whole priority set first:\n%s", ins)
+			}
 			out, err := judge.CrashRunBy(crash, []string{"--no_panic"}, vmlinux, path, "sys", "log", "ps", "kmem -i")
 			if err != nil {
 				t.Fatalf("crash: %v\n%s", err, head(out, 20))
