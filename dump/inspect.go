@@ -149,6 +149,12 @@ func inspectPriority(d *source.Dump, w io.Writer, zeroAt int64) error {
 	if err != nil {
 		return nil // said by the vmcoreinfo line's readers; not this report's
 	}
+	// The set is found through the dump's kernel's page tables: its own
+	// architecture's (an arm64 dump's read as x86_64's find nothing).
+	if err := d.DecideArch(); err != nil {
+		fmt.Fprintf(w, "priority set    : not looked for: %v\n", err)
+		return nil
+	}
 	set, err := priority.Find(d, vi)
 	if err != nil {
 		fmt.Fprintf(w, "priority set    : not found: %v\n", err)

@@ -26,7 +26,8 @@ import (
 type foreignBuild struct {
 	goarch, qemu string
 	once         sync.Once
-	path         string
+	bin          string // the static binary
+	path         string // the wrapper that runs it under qemu-user
 	err          error
 }
 
@@ -38,9 +39,26 @@ var (
 // pagepipe returns the wrapper script's path, building on first use.
 func (f *foreignBuild) pagepipe(t *testing.T) string {
 	t.Helper()
+	f.build(t)
+	return f.path
+}
+
+// binary returns the static binary itself (for a guest of its
+// architecture), building on first use.
+func (f *foreignBuild) binary(t *testing.T) string {
+	t.Helper()
+	f.build(t)
+	return f.bin
+}
+
+func (f *foreignBuild) build(t *testing.T) {
+	t.Helper()
 	f.once.Do(func() {
 		b := filepath.Join(workDir, "pagepipe-"+f.goarch)
-		build := exec.Command("go", "build", "-o", b, "pagepipe/cmd/pagepipe")
+		f.bin = b
+		// As make build builds: the live fixture keys its arm64 guest by these
+		// bytes, which -trimpath keeps the same in every checkout.
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b, "pagepipe/cmd/pagepipe")
 		build.Env = append(os.Environ(), "GOARCH="+f.goarch, "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			f.err = fmt.Errorf("GOARCH=%s go build: %v\n%s", f.goarch, err, out)
@@ -52,7 +70,6 @@ func (f *foreignBuild) pagepipe(t *testing.T) string {
 	if f.err != nil {
 		t.Fatal(f.err)
 	}
-	return f.path
 }
 
 // runTo runs prog with args, vmcore and outs, and returns its messages.

@@ -260,6 +260,11 @@ func (d *Dump) checkArch() error {
 // unit of its pfns and bitmaps.
 func (d *Dump) PageSize() uint64 { return uint64(d.Header.BlockSize) }
 
+// DecideArch decides the dump's architecture as one to be dumped again
+// would (checkArch), for a reader that walks its kernel's memory (inspect's
+// priority set): OpenDump alone leaves it x86_64.
+func (d *Dump) DecideArch() error { return d.checkArch() }
+
 // Arch is the dump's architecture (checkArch decides it; x86_64 for a
 // dump opened with OpenDump alone).
 func (d *Dump) Arch() kernel.Arch {

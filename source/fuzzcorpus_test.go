@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"pagepipe/internal/fuzzcorpus"
@@ -38,6 +39,12 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	kc := kcoreHeader(t, kcoreMachines()[0].spec)
 	kcoreSeeds := []fuzzcorpus.Seed{{Name: "kcore", Args: []any{kc}}}
 	kcoreSeeds = append(kcoreSeeds, fuzzcorpus.Truncations("kcore", kc, 64+56*3, len(kc)-100)...)
+	// Real kcores' headers (TestKcoreRealHeaders), with VMCOREINFO's
+	// address ranges and without.
+	for _, k := range realKcores {
+		kcoreSeeds = append(kcoreSeeds, fuzzcorpus.Seed{Name: "kcore-" + strings.TrimSuffix(k.file, ".head"), Args: []any{realKcore(t, k.file, true)}},
+			fuzzcorpus.Seed{Name: "kcore-" + strings.TrimSuffix(k.file, ".head") + "-no-ranges", Args: []any{realKcore(t, k.file, false)}})
+	}
 	fuzzcorpus.Check(t, "FuzzKcore", kcoreSeeds)
 
 	d := tinyDump()

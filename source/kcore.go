@@ -76,10 +76,12 @@ func (in *Info) IsKcore() bool { return in.Tasks > 0 }
 // TypeKcore types kcore's PT_LOADs by address range, from the kernel's
 // VMCOREINFO (in's note): the one holding _stext with a physical address
 // is the image; the others with one are direct-mapped RAM, all at the same
-// offset (PAGE_OFFSET); of those without, the largest is vmalloc, one
-// within 2 GiB of the image the modules', and those whose addresses are
-// one base plus the struct pages of the RAM ranges (SIZE(page) each) the
-// vmemmap. It then keeps only the RAM segments as in's Loads: a live dump
+// offset (PAGE_OFFSET); those without are typed by the ranges VMCOREINFO
+// names where it does (arm64's 6.1 has MODULES_VADDR, VMALLOC_START,
+// VMEMMAP_START and their ends), or else by their shape: the largest is vmalloc, one within
+// 2 GiB of the image or ending where vmalloc begins the modules', and
+// those whose addresses are one base plus the struct pages of the RAM
+// ranges (SIZE(page) each) the vmemmap. It then keeps only the RAM segments as in's Loads: a live dump
 // reads nothing else.
 func TypeKcore(in *Info) (*Kcore, error) {
 	raw := in.Vmcoreinfo()
@@ -159,9 +161,15 @@ func TypeKcore(in *Info) (*Kcore, error) {
 	if largest >= 0 {
 		kinds[largest] = KcoreVmalloc
 	}
+	// The modules' range: x86_64's lies within 2 GiB of the image (its
+	// calls reach the kernel), arm64's ends where vmalloc's starts
+	// (MODULES_END is VMALLOC_START), however far KASLR put the image.
 	const near = 2 << 30
 	for i, l := range in.Unmapped {
-		if kinds[i] == KcoreOther && l.MemSize >= 2<<20 && absDiff(l.Vaddr, stext) < near {
+		if kinds[i] != KcoreOther || l.MemSize < 2<<20 {
+			continue
+		}
+		if absDiff(l.Vaddr, stext) < near || largest >= 0 && l.Vaddr+l.MemSize == in.Unmapped[largest].Vaddr {
 			kinds[i] = KcoreModules
 		}
 	}

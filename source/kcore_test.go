@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,5 +287,113 @@ func TestKcoreReadersOwnTheirFile(t *testing.T) {
 	defer r.Close()
 	if r.f != vm.f || r.ownFile {
 		t.Errorf("a vmcore's reader opened a file of its own")
+	}
+}
+
+// realKcores are the headers and notes of real /proc/kcores (the notes'
+// CORE descriptors zeroed: they held the reading process's registers and
+// task), as the live fixture's guests made them (fixtures/make-live.sh
+// saves kcore.head), with the typing the kernel's address layout implies.
+var realKcores = []struct {
+	file string
+	// want is the kind of the PT_LOAD at each address.
+	want                   map[uint64]SegmentKind
+	imageStart, imageEnd   uint64
+	directMap, vmemmapBase uint64
+	maxMapnr               uint64
+}{
+	{
+		// Debian 12's 6.1.0-57-arm64 under QEMU virt (512 MiB from
+		// 0x40000000), VA_BITS 48, KASLR: the image lies inside vmalloc's
+		// range (its PT_LOAD overlaps vmalloc's and is told apart by its
+		// physical address); the modules' 128 MiB below vmalloc; the
+		// linear map randomized (PHYS_OFFSET "negative"); no vsyscall
+		// page. VMCOREINFO names every range (MODULES_VADDR, VMALLOC_START,
+		// VMEMMAP_START and their ends).
+		file: "arm64-6.1.head",
+		want: map[uint64]SegmentKind{
+			0xffffbcea16000000: KcoreText,
+			0xffff800008000000: KcoreVmalloc,
+			0xffff800000000000: KcoreModules,
+			0xffff43b380000000: KcoreRAM,
+			0xfffffd0ece000000: KcoreVmemmap,
+		},
+		imageStart: 0x40200000, imageEnd: 0x42210000,
+		// vaddr - paddr of the RAM: (0x40000000 - PHYS_OFFSET) | PAGE_OFFSET
+		// less 0x40000000.
+		directMap: 0xffff43b340000000,
+		// The struct page of pfn 0x40000 (the RAM's first) is the
+		// vmemmap PT_LOAD's start: 0x40000 * 64 bytes below it.
+		vmemmapBase: 0xfffffd0ece000000 - 0x40000*64,
+		maxMapnr:    0x60000,
+	},
+}
+
+// realKcore is the header of a real kcore; ranges false hides
+// VMCOREINFO's address ranges (NUMBER(VMALLOC_START) and the rest become
+// names nothing reads), as a kernel without them writes it.
+func realKcore(t testing.TB, file string, ranges bool) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "kcore", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ranges {
+		for _, n := range []string{"MODULES_VADDR", "MODULES_END", "VMALLOC_START", "VMALLOC_END", "VMEMMAP_START", "VMEMMAP_END"} {
+			b = bytes.ReplaceAll(b, []byte("NUMBER("+n+")"), []byte("HIDDEN("+n+")"))
+		}
+	}
+	return b
+}
+
+// The segment typing of real kcores: every PT_LOAD gets its kind, the
+// image, the direct map and the vmemmap base are the kernel's, and the
+// Loads a live dump reads are the RAM alone; by VMCOREINFO's address
+// ranges and, without them, by the segments' shape.
+func TestKcoreRealHeaders(t *testing.T) {
+	for _, tc := range realKcores {
+		for _, ranges := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/ranges=%v", tc.file, ranges), func(t *testing.T) {
+				b := realKcore(t, tc.file, ranges)
+				if !ranges && bytes.Contains(b, []byte("NUMBER(VMALLOC_START)")) {
+					t.Fatal("VMCOREINFO's ranges not hidden")
+				}
+				// /proc/kcore's PT_LOADs lie at their addresses' offsets: up
+				// to 2^64 for a kernel at the top of the address space.
+				in, err := ParseELF(bytes.NewReader(b), math.MaxInt64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !in.IsKcore() {
+					t.Fatal("not told apart from a vmcore")
+				}
+				k, err := TypeKcore(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(k.Segments) != len(tc.want) {
+					t.Errorf("%d segments typed, want %d", len(k.Segments), len(tc.want))
+				}
+				for _, s := range k.Segments {
+					if want, ok := tc.want[s.Vaddr]; !ok || s.Kind != want {
+						t.Errorf("PT_LOAD at %#x (%#x bytes): typed %v, want %v", s.Vaddr, s.Size, s.Kind, want)
+					}
+				}
+				if k.ImageStart != tc.imageStart || k.ImageEnd != tc.imageEnd {
+					t.Errorf("image [%#x, %#x), want [%#x, %#x)", k.ImageStart, k.ImageEnd, tc.imageStart, tc.imageEnd)
+				}
+				if k.DirectMap != tc.directMap || k.VmemmapBase != tc.vmemmapBase {
+					t.Errorf("direct map %#x, vmemmap base %#x; want %#x, %#x", k.DirectMap, k.VmemmapBase, tc.directMap, tc.vmemmapBase)
+				}
+				for _, l := range in.Loads {
+					if l.Vaddr-l.Paddr != tc.directMap {
+						t.Errorf("load %+v is not direct-mapped RAM", l)
+					}
+				}
+				if in.MaxMapnr != tc.maxMapnr {
+					t.Errorf("max_mapnr %#x, want %#x", in.MaxMapnr, tc.maxMapnr)
+				}
+			})
+		}
 	}
 }
