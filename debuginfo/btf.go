@@ -329,7 +329,11 @@ func (b *BTF) Var(name string) (Type, error) {
 			return t, nil
 		}
 	}
-	return Type{}, fmt.Errorf("the kernel's BTF has no type for variable %q (it holds the per-cpu variables only, unless pahole's global_var made it; -x VMLINUX has them all): %w", name, ErrNotFound)
+	whose, debug := "the kernel's", "-x VMLINUX has them all"
+	if b.base != nil {
+		whose, debug = "the module's", "-x VMLINUX with the module's debuginfo has them all"
+	}
+	return Type{}, fmt.Errorf("%s BTF has no type for variable %q (it holds the per-cpu variables only, unless pahole's global_var made it; %s): %w", whose, name, debug, ErrNotFound)
 }
 
 // structType finds the structure of a name: the first structure with a
