@@ -289,10 +289,20 @@ func (b *BTF) chain(id uint32) (Type, error) {
 	return t, nil
 }
 
-// enumBase is the name of the integer type DWARF gives an enumeration.
+// enumBase is the name of the integer type DWARF gives an enumeration:
+// GCC's underlying type of its size and sign (unsigned char for a packed
+// enumeration of one byte).
 func enumBase(t *btfType) string {
 	signed := t.kflag
 	switch {
+	case t.sizeType == 1 && signed:
+		return "signed char"
+	case t.sizeType == 1:
+		return "unsigned char"
+	case t.sizeType == 2 && signed:
+		return "short int"
+	case t.sizeType == 2:
+		return "short unsigned int"
 	case t.sizeType == 8 && signed:
 		return "long int"
 	case t.sizeType == 8:
@@ -361,30 +371,47 @@ func (b *BTF) StructSize(name string) (int64, error) {
 }
 
 // Member finds member in the structure named structName, as DWARF's
-// Member does; a bitfield has no byte offset and is passed over.
+// Member does: the offset is the first member of the name that has a
+// byte offset (a bitfield has none and is passed over, but in a union),
+// the type the first member of the name, bitfield or not — two searches,
+// as makedumpfile's, that differ where a bitfield of the name comes
+// first (6.12's task_struct: dl.dl_server, a bit, before dl_server, a
+// pointer).
 func (b *BTF) Member(structName, member string) (Member, error) {
 	s, err := b.structType(structName)
 	if err != nil {
 		return Member{}, err
 	}
 	budget := maxMemberVisits
-	m, found, err := b.searchMember(s, member, 0, &budget)
+	off, _, found, err := b.searchMember(s, member, 0, &budget, func(bitfield, union bool) bool { return union || !bitfield })
 	if err != nil {
 		return Member{}, err
 	}
 	if !found {
 		return Member{}, fmt.Errorf("structure %q has no member %q: %w", structName, member, ErrNotFound)
 	}
-	return m, nil
+	budget = maxMemberVisits
+	_, typ, _, err := b.searchMember(s, member, 0, &budget, func(bool, bool) bool { return true })
+	if err != nil {
+		return Member{}, err
+	}
+	t, err := b.chainFrom(typ)
+	if err != nil {
+		return Member{}, err
+	}
+	return Member{Offset: off, Type: t}, nil
 }
 
-func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int) (Member, bool, error) {
+// searchMember searches s depth first for member, as DWARF's
+// searchMember, taking the first of the name that accept takes; it
+// returns the member's byte offset (its containers' added) and type.
+func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int, accept func(bitfield, union bool) bool) (int64, uint32, bool, error) {
 	if depth > maxDepth {
-		return Member{}, false, nil
+		return 0, 0, false, nil
 	}
 	for _, m := range s.members {
 		if *budget--; *budget < 0 {
-			return Member{}, false, errMemberSearch
+			return 0, 0, false, errMemberSearch
 		}
 		bits, bitfield := m.offset, uint32(0)
 		if s.kflag {
@@ -393,27 +420,19 @@ func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int) (M
 		if m.name != member {
 			t := b.typ(m.typ)
 			if t != nil && (t.kind == btfStruct || t.kind == btfUnion) {
-				in, found, err := b.searchMember(t, member, depth+1, budget)
-				if err != nil {
-					return Member{}, false, err
-				}
-				if found {
-					in.Offset += int64(bits / 8)
-					return in, true, nil
+				off, typ, found, err := b.searchMember(t, member, depth+1, budget, accept)
+				if err != nil || found {
+					return off + int64(bits/8), typ, found, err
 				}
 			}
 			continue
 		}
-		if bitfield != 0 || bits%8 != 0 {
+		if !accept(bitfield != 0 || bits%8 != 0, s.kind == btfUnion) {
 			continue
 		}
-		t, err := b.chainFrom(m.typ)
-		if err != nil {
-			return Member{}, false, err
-		}
-		return Member{Offset: int64(bits / 8), Type: t}, true, nil
+		return int64(bits / 8), m.typ, true, nil
 	}
-	return Member{}, false, nil
+	return 0, 0, false, nil
 }
 
 // chainFrom is the chain of a member of type id: as a DWARF member DIE's,
