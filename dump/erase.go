@@ -368,6 +368,11 @@ func vmlinuxBTF(syms debuginfo.Kallsyms, mem debuginfo.VirtReader) (*debuginfo.B
 	start, err1 := syms.Symbol("__start_BTF")
 	stop, err2 := syms.Symbol("__stop_BTF")
 	if err1 != nil || err2 != nil || stop <= start || stop-start > maxBTFBytes {
+		if _, err := syms.Symbol("init_task"); err != nil {
+			// Debian 12's arm64 6.1: kallsyms without data symbols
+			// cannot say where the BTF is, nor where any variable is.
+			return nil, errors.New("the kernel's kallsyms hold no data symbols (built without CONFIG_KALLSYMS_ALL): neither its BTF nor a variable can be found; give -x VMLINUX")
+		}
 		return nil, errors.New("the kernel has no BTF (__start_BTF, __stop_BTF: CONFIG_DEBUG_INFO_BTF): give -x VMLINUX")
 	}
 	b := make([]byte, stop-start)
