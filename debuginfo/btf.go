@@ -19,13 +19,18 @@ import (
 // the lookups need a fraction of that package, which would add 380 KiB to
 // the static binary a capture kernel carries.
 type BTF struct {
-	base   *BTF
-	first  uint32 // the ID of types[0]: 1, or the base's count + 1
-	types  []btfType
-	byName map[string][]uint32 // IDs of the named types, in ID order
-	// strs is the string section; a split BTF's offsets start past its
-	// base's baseStrs bytes.
-	strs     []byte
+	base  *BTF
+	first uint32 // the ID of types[0]: 1, or the base's count + 1
+	types []btfType
+	// byName is the first ID of each name, sameName (by index in types)
+	// the next ID of the same name (0: none): a map entry a name, not a
+	// slice, for the 100 000 names of a kernel's BTF.
+	byName   map[string]uint32
+	sameName []uint32
+	// strs is the string section, as one string that the names are
+	// slices of; a split BTF's offsets start past its base's baseStrs
+	// bytes.
+	strs     string
 	baseStrs uint32
 }
 
@@ -101,21 +106,41 @@ func ParseBTF(data []byte, base *BTF) (*BTF, error) {
 		return nil, errors.New("btf: sections past the end of the data")
 	}
 	types := data[hdrLen+typeOff:][:typeLen]
-	strs := data[hdrLen+strOff:][:strLen]
-	b := &BTF{base: base, first: 1, byName: map[string][]uint32{}}
-	var baseStrs uint32
+	b := &BTF{base: base, first: 1, strs: string(data[hdrLen+strOff:][:strLen])}
 	if base != nil {
 		b.first = base.first + uint32(len(base.types))
-		baseStrs = base.strLen()
+		b.baseStrs = base.strLen()
 	}
-	b.strs, b.baseStrs = strs, baseStrs
-	for at := 0; at < len(types); {
-		if len(b.types) == maxBTFTypes {
+	// A first pass counts the types and the members, so that each is one
+	// allocation.
+	count, members := 0, 0
+	for at := 0; at < len(types); count++ {
+		if count == maxBTFTypes {
 			return nil, fmt.Errorf("btf: more than %d types", maxBTFTypes)
 		}
 		if at+12 > len(types) {
 			return nil, errors.New("btf: a type cut short")
 		}
+		info := bo.Uint32(types[at+4:])
+		kind, vlen := uint8(info>>24&0x1f), int(uint16(info))
+		extra, err := btfExtra(kind, vlen)
+		if err != nil {
+			return nil, fmt.Errorf("btf: type %d: %w", b.first+uint32(count), err)
+		}
+		if kind == btfStruct || kind == btfUnion {
+			members += vlen
+		}
+		at += 12 + extra
+		if at > len(types) {
+			return nil, errors.New("btf: a type cut short")
+		}
+	}
+	b.types = make([]btfType, 0, count)
+	b.sameName = make([]uint32, count)
+	b.byName = make(map[string]uint32, count/2)
+	allMembers := make([]btfMember, 0, members)
+	last := map[string]uint32{} // the last ID of each name seen twice
+	for at := 0; at < len(types); {
 		info := bo.Uint32(types[at+4:])
 		t := btfType{kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
 		name, err := b.str(bo.Uint32(types[at:]))
@@ -124,48 +149,59 @@ func ParseBTF(data []byte, base *BTF) (*BTF, error) {
 		}
 		t.name = name
 		at += 12
-		var extra int
-		switch t.kind {
-		case btfInt, btfVar, btfDeclTag:
-			extra = 4
-		case btfArray:
-			extra = 12
-		case btfStruct, btfUnion, btfDatasec:
-			extra = 12 * int(t.vlen)
-		case btfEnum, btfFuncProto:
-			extra = 8 * int(t.vlen)
-		case btfEnum64:
-			extra = 12 * int(t.vlen)
-		case btfPtr, btfFwd, btfTypedef, btfVolatile, btfConst, btfRestrict, btfFunc, btfFloat, btfTypeTag:
-		default:
-			return nil, fmt.Errorf("btf: type %d has kind %d", b.first+uint32(len(b.types)), t.kind)
-		}
-		if at+extra > len(types) {
-			return nil, errors.New("btf: a type cut short")
-		}
+		extra, _ := btfExtra(t.kind, int(t.vlen))
 		rest := types[at : at+extra]
 		switch t.kind {
 		case btfArray:
 			t.elem, t.nelems = bo.Uint32(rest), bo.Uint32(rest[8:])
 		case btfStruct, btfUnion:
-			t.members = make([]btfMember, t.vlen)
-			for i := range t.members {
+			first := len(allMembers)
+			for i := range int(t.vlen) {
 				m := rest[12*i:]
 				mn, err := b.str(bo.Uint32(m))
 				if err != nil {
 					return nil, err
 				}
-				t.members[i] = btfMember{name: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])}
+				allMembers = append(allMembers, btfMember{name: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])})
 			}
+			t.members = allMembers[first:len(allMembers):len(allMembers)]
 		}
 		at += extra
 		id := b.first + uint32(len(b.types))
 		b.types = append(b.types, t)
-		if t.name != "" {
-			b.byName[t.name] = append(b.byName[t.name], id)
+		if t.name == "" {
+			continue
+		}
+		prev, seen := b.byName[t.name]
+		switch {
+		case !seen:
+			b.byName[t.name] = id
+		default:
+			if l, ok := last[t.name]; ok {
+				prev = l
+			}
+			b.sameName[prev-b.first] = id
+			last[t.name] = id
 		}
 	}
 	return b, nil
+}
+
+// btfExtra is the size of the data that follows a type's common part.
+func btfExtra(kind uint8, vlen int) (int, error) {
+	switch kind {
+	case btfInt, btfVar, btfDeclTag:
+		return 4, nil
+	case btfArray:
+		return 12, nil
+	case btfStruct, btfUnion, btfDatasec, btfEnum64:
+		return 12 * vlen, nil
+	case btfEnum, btfFuncProto:
+		return 8 * vlen, nil
+	case btfPtr, btfFwd, btfTypedef, btfVolatile, btfConst, btfRestrict, btfFunc, btfFloat, btfTypeTag:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("kind %d", kind)
 }
 
 // str and strLen serve a split BTF's string lookups into its base.
@@ -181,7 +217,7 @@ func (b *BTF) str(off uint32) (string, error) {
 	for end < uint64(len(b.strs)) && b.strs[end] != 0 {
 		end++
 	}
-	return string(b.strs[o:end]), nil
+	return b.strs[o:end], nil
 }
 
 func (b *BTF) strLen() uint32 { return b.baseStrs + uint32(len(b.strs)) }
@@ -206,9 +242,12 @@ func (b *BTF) typ(id uint32) *btfType {
 // named lists the IDs of the types of a name: this BTF's first, then its
 // base's.
 func (b *BTF) named(name string) []uint32 {
-	ids := b.byName[name]
+	var ids []uint32
+	for id := b.byName[name]; id != 0; id = b.sameName[id-b.first] {
+		ids = append(ids, id)
+	}
 	if b.base != nil {
-		ids = append(ids[:len(ids):len(ids)], b.base.named(name)...)
+		ids = append(ids, b.base.named(name)...)
 	}
 	return ids
 }

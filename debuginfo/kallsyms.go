@@ -84,24 +84,21 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 	// non-negative offset is an absolute value (a per-cpu symbol's offset
 	// in the per-cpu area) and a negative one encodes base-1-offset; every
 	// text symbol is then negative. Without it every offset is relative.
-	// The offsets are read a page at a time, not kept: only the wanted
-	// symbols' are read again.
+	// The offsets are read a page at a time, not kept: once to tell the
+	// encoding, again beside the names.
 	absPercpu := false
 	offs := &virtStream{r: r, at: addr["kallsyms_offsets"]}
 	for range n {
-		var o [4]byte
-		for j := range o {
-			b, err := offs.byte()
-			if err != nil {
-				return nil, fmt.Errorf("kallsyms_offsets: %w", err)
-			}
-			o[j] = b
+		o, err := offs.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
 		}
-		if int32(binary.LittleEndian.Uint32(o[:])) < 0 {
+		if int32(o) < 0 {
 			absPercpu = true
 			break
 		}
 	}
+	offs = &virtStream{r: r, at: addr["kallsyms_offsets"]}
 	wanted := map[string]bool{}
 	for _, w := range want {
 		wanted[w] = true
@@ -109,7 +106,11 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 	syms := Kallsyms{}
 	names := &virtStream{r: r, at: addr["kallsyms_names"]}
 	var name []byte
-	for i := range n {
+	for range n {
+		o, err := offs.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+		}
 		l, err := names.byte()
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms_names: %w", err)
@@ -136,10 +137,7 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 		if _, seen := syms[string(name[1:])]; seen {
 			continue
 		}
-		if err := r.ReadVirt(addr["kallsyms_offsets"]+4*uint64(i), b4[:]); err != nil {
-			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
-		}
-		off := int32(binary.LittleEndian.Uint32(b4[:]))
+		off := int32(o)
 		var a uint64
 		switch {
 		case !absPercpu:
@@ -155,6 +153,19 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 		}
 	}
 	return syms, nil
+}
+
+// uint32 reads a little-endian 32-bit value.
+func (s *virtStream) uint32() (uint32, error) {
+	var v uint32
+	for i := range 4 {
+		b, err := s.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= uint32(b) << (8 * i)
+	}
+	return v, nil
 }
 
 // virtStream reads kernel virtual memory byte by byte, a page at a time.

@@ -55,7 +55,11 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 		}
 	} else {
 		// No debuginfo: the kernel's own BTF and kallsyms.
-		syms, err := debuginfo.ReadKallsyms(vi.Symbol, tr)
+		// Only the symbols the config starts from and those the BTF and
+		// the module sections are found by (init_task: whether
+		// kallsyms has data symbols at all).
+		want := append(cfg.Symbols("vmlinux"), "__start_BTF", "__stop_BTF", "modules", "btf_modules", "init_task")
+		syms, err := debuginfo.ReadKallsyms(vi.Symbol, tr, want...)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
 		}
@@ -63,7 +67,7 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 		if err != nil {
 			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
 		}
-		ev.Notef(Debug, "--config: the kernel's BTF, %d symbols from kallsyms\n", len(syms))
+		ev.Notef(Debug, "--config: the kernel's BTF, %d of the symbols it needs from kallsyms\n", len(syms))
 		secs = &sections{
 			vmlinux: &erase.Section{Types: btf, Symbols: syms},
 			types:   btf, btf: btf, syms: syms, mem: tr,
