@@ -22,9 +22,10 @@ type BTF struct {
 	base  *BTF
 	first uint32 // the ID of types[0]: 1, or the base's count + 1
 	types []btfType
-	// byName is the first ID of each name, sameName (by index in types)
+	// byName is the first ID of each name of a variable, structure or
+	// typedef (what is looked up by name), sameName (by index in types)
 	// the next ID of the same name (0: none): a map entry a name, not a
-	// slice, for the 100 000 names of a kernel's BTF.
+	// slice, for the tens of thousands of names of a kernel's BTF.
 	byName   map[string]uint32
 	sameName []uint32
 	// strs is the string section, as one string that the names are
@@ -32,27 +33,34 @@ type BTF struct {
 	// bytes.
 	strs     string
 	baseStrs uint32
+	// members are the members of this BTF's structures and unions, each
+	// one's vlen from its firstMember.
+	members []btfMember
 }
 
-// btfType is one BTF type.
+// btfType is one BTF type. It holds no pointer (names are string offsets,
+// members an index), so that the garbage collector never scans the
+// 100 000 of a kernel's BTF.
 type btfType struct {
-	name  string
-	kind  uint8
-	kflag bool
-	vlen  uint16
+	nameOff uint32
+	kind    uint8
+	kflag   bool
+	vlen    uint16
 	// sizeType is the size (INT, STRUCT, UNION, ENUM, FLOAT, DATASEC) or
 	// the referenced type (PTR, TYPEDEF, qualifiers, FUNC, FUNC_PROTO,
 	// VAR).
 	sizeType uint32
 	// ARRAY: the element type and the count.
 	elem, nelems uint32
-	members      []btfMember // STRUCT and UNION
+	// STRUCT and UNION: the index of the first member in the owning
+	// BTF's members.
+	firstMember uint32
 }
 
 type btfMember struct {
-	name   string
-	typ    uint32
-	offset uint32 // bits; with kflag, a bitfield's size in the top byte
+	nameOff uint32
+	typ     uint32
+	offset  uint32 // bits; with kflag, a bitfield's size in the top byte
 }
 
 // BTF kinds.
@@ -137,17 +145,15 @@ func ParseBTF(data []byte, base *BTF) (*BTF, error) {
 	}
 	b.types = make([]btfType, 0, count)
 	b.sameName = make([]uint32, count)
-	b.byName = make(map[string]uint32, count/2)
-	allMembers := make([]btfMember, 0, members)
+	b.byName = make(map[string]uint32, count/4)
+	b.members = make([]btfMember, 0, members)
 	last := map[string]uint32{} // the last ID of each name seen twice
 	for at := 0; at < len(types); {
 		info := bo.Uint32(types[at+4:])
-		t := btfType{kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
-		name, err := b.str(bo.Uint32(types[at:]))
-		if err != nil {
-			return nil, err
+		t := btfType{nameOff: bo.Uint32(types[at:]), kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
+		if t.nameOff >= b.strLen() {
+			return nil, fmt.Errorf("btf: string offset %d", t.nameOff)
 		}
-		t.name = name
 		at += 12
 		extra, _ := btfExtra(t.kind, int(t.vlen))
 		rest := types[at : at+extra]
@@ -155,33 +161,36 @@ func ParseBTF(data []byte, base *BTF) (*BTF, error) {
 		case btfArray:
 			t.elem, t.nelems = bo.Uint32(rest), bo.Uint32(rest[8:])
 		case btfStruct, btfUnion:
-			first := len(allMembers)
+			t.firstMember = uint32(len(b.members))
 			for i := range int(t.vlen) {
 				m := rest[12*i:]
-				mn, err := b.str(bo.Uint32(m))
-				if err != nil {
-					return nil, err
+				mn := bo.Uint32(m)
+				if mn >= b.strLen() {
+					return nil, fmt.Errorf("btf: string offset %d", mn)
 				}
-				allMembers = append(allMembers, btfMember{name: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])})
+				b.members = append(b.members, btfMember{nameOff: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])})
 			}
-			t.members = allMembers[first:len(allMembers):len(allMembers)]
 		}
 		at += extra
 		id := b.first + uint32(len(b.types))
 		b.types = append(b.types, t)
-		if t.name == "" {
+		if t.kind != btfVar && t.kind != btfStruct && t.kind != btfTypedef {
+			continue // only variables and structures are looked up by name
+		}
+		name := b.name(t.nameOff)
+		if name == "" {
 			continue
 		}
-		prev, seen := b.byName[t.name]
+		prev, seen := b.byName[name]
 		switch {
 		case !seen:
-			b.byName[t.name] = id
+			b.byName[name] = id
 		default:
-			if l, ok := last[t.name]; ok {
+			if l, ok := last[name]; ok {
 				prev = l
 			}
 			b.sameName[prev-b.first] = id
-			last[t.name] = id
+			last[name] = id
 		}
 	}
 	return b, nil
@@ -221,6 +230,29 @@ func (b *BTF) str(off uint32) (string, error) {
 }
 
 func (b *BTF) strLen() uint32 { return b.baseStrs + uint32(len(b.strs)) }
+
+// name is the string at an offset ParseBTF checked.
+func (b *BTF) name(off uint32) string {
+	s, _ := b.str(off)
+	return s
+}
+
+// typOwner is typ and the BTF whose table holds the type (its base's
+// for a base type): its members are that BTF's.
+func (b *BTF) typOwner(id uint32) (*btfType, *BTF) {
+	if id != 0 && id < b.first && b.base != nil {
+		return b.base.typOwner(id)
+	}
+	return b.typ(id), b
+}
+
+// membersOf are the members of t, a structure or union of this BTF's.
+func (b *BTF) membersOf(t *btfType) []btfMember {
+	if t.kind != btfStruct && t.kind != btfUnion {
+		return nil
+	}
+	return b.members[t.firstMember : t.firstMember+uint32(t.vlen)]
+}
 
 // typ is the type of an ID; nil for void (0) and unknown IDs.
 func (b *BTF) typ(id uint32) *btfType {
@@ -318,7 +350,7 @@ func (b *BTF) chain(id uint32) (Type, error) {
 	if end == nil {
 		return Type{}, fmt.Errorf("btf: type %d has no type", id)
 	}
-	t.Name, t.Size = end.name, b.size(end)
+	t.Name, t.Size = b.name(end.nameOff), b.size(end)
 	if end.kind == btfEnum || end.kind == btfEnum64 {
 		t.Name = enumBase(end)
 	}
@@ -386,23 +418,23 @@ func (b *BTF) Var(name string) (Type, error) {
 }
 
 // structType finds the structure of a name: the first structure with a
-// size, or typedef (of typedefs) of one.
-func (b *BTF) structType(name string) (*btfType, error) {
+// size, or typedef (of typedefs) of one; owner is the BTF that holds it.
+func (b *BTF) structType(name string) (t *btfType, owner *BTF, err error) {
 	for _, id := range b.named(name) {
-		t := b.typ(id)
+		t, owner := b.typOwner(id)
 		for n := 0; t != nil && t.kind == btfTypedef && n < maxChain; n++ {
-			t = b.typ(t.sizeType)
+			t, owner = b.typOwner(t.sizeType)
 		}
 		if t != nil && t.kind == btfStruct && t.sizeType > 0 {
-			return t, nil
+			return t, owner, nil
 		}
 	}
-	return nil, notFound("structure", name)
+	return nil, nil, notFound("structure", name)
 }
 
 // StructSize is the size of the structure named name.
 func (b *BTF) StructSize(name string) (int64, error) {
-	t, err := b.structType(name)
+	t, _, err := b.structType(name)
 	if err != nil {
 		return 0, err
 	}
@@ -417,12 +449,12 @@ func (b *BTF) StructSize(name string) (int64, error) {
 // first (6.12's task_struct: dl.dl_server, a bit, before dl_server, a
 // pointer).
 func (b *BTF) Member(structName, member string) (Member, error) {
-	s, err := b.structType(structName)
+	s, owner, err := b.structType(structName)
 	if err != nil {
 		return Member{}, err
 	}
 	budget := maxMemberVisits
-	off, _, found, err := b.searchMember(s, member, 0, &budget, func(bitfield, union bool) bool { return union || !bitfield })
+	off, _, found, err := b.searchMember(s, owner, member, 0, &budget, func(bitfield, union bool) bool { return union || !bitfield })
 	if err != nil {
 		return Member{}, err
 	}
@@ -430,7 +462,7 @@ func (b *BTF) Member(structName, member string) (Member, error) {
 		return Member{}, fmt.Errorf("structure %q has no member %q: %w", structName, member, ErrNotFound)
 	}
 	budget = maxMemberVisits
-	_, typ, _, err := b.searchMember(s, member, 0, &budget, func(bool, bool) bool { return true })
+	_, typ, _, err := b.searchMember(s, owner, member, 0, &budget, func(bool, bool) bool { return true })
 	if err != nil {
 		return Member{}, err
 	}
@@ -444,11 +476,11 @@ func (b *BTF) Member(structName, member string) (Member, error) {
 // searchMember searches s depth first for member, as DWARF's
 // searchMember, taking the first of the name that accept takes; it
 // returns the member's byte offset (its containers' added) and type.
-func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int, accept func(bitfield, union bool) bool) (int64, uint32, bool, error) {
+func (b *BTF) searchMember(s *btfType, owner *BTF, member string, depth int, budget *int, accept func(bitfield, union bool) bool) (int64, uint32, bool, error) {
 	if depth > maxDepth {
 		return 0, 0, false, nil
 	}
-	for _, m := range s.members {
+	for _, m := range owner.membersOf(s) {
 		if *budget--; *budget < 0 {
 			return 0, 0, false, errMemberSearch
 		}
@@ -456,10 +488,10 @@ func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int, ac
 		if s.kflag {
 			bits, bitfield = m.offset&0xffffff, m.offset>>24
 		}
-		if m.name != member {
-			t := b.typ(m.typ)
+		if b.name(m.nameOff) != member {
+			t, o := b.typOwner(m.typ)
 			if t != nil && (t.kind == btfStruct || t.kind == btfUnion) {
-				off, typ, found, err := b.searchMember(t, member, depth+1, budget, accept)
+				off, typ, found, err := b.searchMember(t, o, member, depth+1, budget, accept)
 				if err != nil || found {
 					return off + int64(bits/8), typ, found, err
 				}
@@ -488,6 +520,6 @@ func (b *BTF) chainFrom(id uint32) (Type, error) {
 
 // chainOf is chain for a type that is not in the table (a member's holder).
 func (b *BTF) chainOf(h *btfType) (Type, error) {
-	b2 := &BTF{base: b, first: b.first + uint32(len(b.types)), types: []btfType{*h}}
+	b2 := &BTF{base: b, first: b.first + uint32(len(b.types)), types: []btfType{*h}, baseStrs: b.strLen()}
 	return b2.chain(b2.first)
 }

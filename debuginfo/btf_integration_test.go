@@ -10,7 +10,7 @@ import (
 	"pagepipe/internal/fixture"
 )
 
-// On Debian 12's 6.1 (amd64 and arm64) and Debian 13's 6.12, the kernel's
+// On Debian 12's 6.1 (amd64 and arm64), Debian 13's 6.12 and sid's 7.2, the kernel's
 // own BTF (its vmlinux's .BTF section, the bytes between __start_BTF and
 // __stop_BTF in its memory) answers every member and size lookup of the
 // structures a filter config walks as the vmlinux's DWARF does, and the
@@ -21,6 +21,7 @@ func TestKernelBTFAsDWARF(t *testing.T) {
 		{"6.1", "", "", "current_task"},
 		{"6.12", "trixie", "", "runqueues"},
 		{"arm64", "bookworm", "arm64", "__entry_task"},
+		{"7.2", "sid", "", "current_task"},
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			kernelBTFAsDWARF(t, fixture.DebugVmlinuxOf(t, k.suite, k.arch), k.task)
@@ -59,16 +60,16 @@ func kernelBTFAsDWARF(t *testing.T, vmlinux, perCPU string) {
 			t.Errorf("StructSize(%s): DWARF %d, %v; BTF %d, %v", s, ds, err1, bs, err2)
 			continue
 		}
-		st, err := b.structType(s)
+		st, _, err := b.structType(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		names := map[string]bool{}
 		var walk func(t *btfType, depth int)
 		walk = func(t *btfType, depth int) {
-			for _, m := range t.members {
-				if m.name != "" {
-					names[m.name] = true
+			for _, m := range b.membersOf(t) {
+				if n := b.name(m.nameOff); n != "" {
+					names[n] = true
 				}
 				if mt := b.typ(m.typ); mt != nil && (mt.kind == btfStruct || mt.kind == btfUnion) && depth < 3 {
 					walk(mt, depth+1)
@@ -114,10 +115,11 @@ func kernelBTFAsDWARF(t *testing.T, vmlinux, perCPU string) {
 			continue
 		}
 		vars++
-		dv, err1 := d.Var(v.name)
-		bv, err2 := b.Var(v.name)
+		name := b.name(v.nameOff)
+		dv, err1 := d.Var(name)
+		bv, err2 := b.Var(name)
 		if err1 != nil || err2 != nil {
-			t.Errorf("Var(%s): DWARF %v, BTF %v", v.name, err1, err2)
+			t.Errorf("Var(%s): DWARF %v, BTF %v", name, err1, err2)
 			continue
 		}
 		if dv != bv {
@@ -127,7 +129,7 @@ func kernelBTFAsDWARF(t *testing.T, vmlinux, perCPU string) {
 				differ++
 				continue
 			}
-			t.Errorf("Var(%s): DWARF %+v, BTF %+v", v.name, dv, bv)
+			t.Errorf("Var(%s): DWARF %+v, BTF %+v", name, dv, bv)
 		}
 	}
 	t.Logf("%d variables in the BTF: all typed as the DWARF types them but %d (a declared structure's pointer, a multi-dimensional array)", vars, differ)

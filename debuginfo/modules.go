@@ -20,14 +20,30 @@ type VirtReader interface {
 // as the kernel keeps it (the core symbols: struct module's core_kallsyms,
 // which makedumpfile finds as module.symtab).
 type Module struct {
-	Name    string
-	Addr    uint64 // its struct module
-	symbols map[string]uint64
+	Name string
+	Addr uint64 // its struct module
+
+	// The symbol table, read when a symbol is first asked for (a config
+	// names a few of the loaded modules).
+	mem            VirtReader
+	symtab, strtab uint64
+	nsyms          uint32
+	symbols        map[string]uint64 // nil until read
+	symErr         error
 }
 
 // Symbol is the address of a symbol of the module: the first of the name
 // in its symbol table.
 func (m *Module) Symbol(name string) (uint64, error) {
+	if m.symbols == nil && m.symErr == nil {
+		m.symbols = map[string]uint64{}
+		if err := m.readSymbols(m.mem, m.symtab, m.strtab, m.nsyms); err != nil {
+			m.symErr = fmt.Errorf("module %s: %w", m.Name, err)
+		}
+	}
+	if m.symErr != nil {
+		return 0, m.symErr
+	}
 	if v, ok := m.symbols[name]; ok && v != 0 {
 		return v, nil
 	}
@@ -46,7 +62,7 @@ const (
 // Modules reads the crashed kernel's module list (the list_head at
 // modulesAddr, the vmlinux's `modules`) with vmlinux's types: each
 // module's name and symbol table, as makedumpfile's load_module_symbols
-// reads them.
+// reads them (the symbols when the module is first asked for one).
 func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 	off := func(s, m string) (uint64, error) {
 		mm, err := t.Member(s, m)
@@ -93,7 +109,7 @@ func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 		if err := mem.ReadVirt(mod+nameOff, name[:]); err != nil {
 			return nil, fmt.Errorf("module at %#x: %w", mod, err)
 		}
-		m := &Module{Name: cstring(name[:]), Addr: mod, symbols: map[string]uint64{}}
+		m := &Module{Name: cstring(name[:]), Addr: mod, mem: mem}
 		symtab, err := ptr(mod + symtabOff)
 		if err != nil {
 			return nil, fmt.Errorf("module %s: %w", m.Name, err)
@@ -110,9 +126,7 @@ func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 		if n > maxModuleSymbols {
 			return nil, fmt.Errorf("module %s: %d symbols", m.Name, n)
 		}
-		if err := m.readSymbols(mem, symtab, strtab, n); err != nil {
-			return nil, fmt.Errorf("module %s: %w", m.Name, err)
-		}
+		m.symtab, m.strtab, m.nsyms = symtab, strtab, n
 		mods = append(mods, m)
 		if cur, err = ptr(cur); err != nil {
 			return nil, fmt.Errorf("the module list after %s: %w", m.Name, err)
