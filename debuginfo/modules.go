@@ -1,6 +1,7 @@
 package debuginfo
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -145,20 +146,53 @@ func (m *Module) readSymbols(mem VirtReader, symtab, strtab uint64, n uint32) er
 	if err := mem.ReadVirt(symtab, syms); err != nil {
 		return fmt.Errorf("symtab: %w", err)
 	}
+	// The names are read at once up to the start of the last one; a name
+	// that does not end there is read alone.
+	var maxName uint32
+	for i := uint32(1); i < n; i++ {
+		maxName = max(maxName, binary.LittleEndian.Uint32(syms[24*i:]))
+	}
+	var tab []byte
+	if maxName < maxStrtab {
+		tab = make([]byte, maxName+1)
+		if err := mem.ReadVirt(strtab, tab); err != nil {
+			tab = nil
+		}
+	}
 	name := make([]byte, maxSymbolName)
 	for i := uint32(1); i < n; i++ {
 		s := syms[24*i:]
 		stName := binary.LittleEndian.Uint32(s)
 		value := binary.LittleEndian.Uint64(s[8:])
-		nm, err := readCString(mem, strtab+uint64(stName), name)
-		if err != nil {
-			return fmt.Errorf("strtab: %w", err)
+		nm, ok := tabString(tab, stName)
+		if !ok {
+			var err error
+			if nm, err = readCString(mem, strtab+uint64(stName), name); err != nil {
+				return fmt.Errorf("strtab: %w", err)
+			}
 		}
 		if _, ok := m.symbols[nm]; !ok && nm != "" {
 			m.symbols[nm] = value
 		}
 	}
 	return nil
+}
+
+// maxStrtab bounds the string table read at once.
+const maxStrtab = 16 << 20
+
+// tabString is the NUL-terminated string at off in tab, if it ends there
+// within maxSymbolName bytes.
+func tabString(tab []byte, off uint32) (string, bool) {
+	if uint64(off) >= uint64(len(tab)) {
+		return "", false
+	}
+	rest := tab[off:]
+	end := bytes.IndexByte(rest[:min(len(rest), maxSymbolName)], 0)
+	if end < 0 {
+		return "", false
+	}
+	return string(rest[:end]), true
 }
 
 // readCString reads a NUL-terminated string at vaddr, up to len(buf) bytes,
