@@ -19,35 +19,48 @@ import (
 // the lookups need a fraction of that package, which would add 380 KiB to
 // the static binary a capture kernel carries.
 type BTF struct {
-	base   *BTF
-	first  uint32 // the ID of types[0]: 1, or the base's count + 1
-	types  []btfType
-	byName map[string][]uint32 // IDs of the named types, in ID order
-	// strs is the string section; a split BTF's offsets start past its
-	// base's baseStrs bytes.
-	strs     []byte
+	base  *BTF
+	first uint32 // the ID of types[0]: 1, or the base's count + 1
+	types []btfType
+	// byName is the first ID of each name of a variable, structure or
+	// typedef (what is looked up by name), sameName (by index in types)
+	// the next ID of the same name (0: none): a map entry a name, not a
+	// slice, for the tens of thousands of names of a kernel's BTF.
+	byName   map[string]uint32
+	sameName []uint32
+	// strs is the string section, as one string that the names are
+	// slices of; a split BTF's offsets start past its base's baseStrs
+	// bytes.
+	strs     string
 	baseStrs uint32
+	// members are the members of this BTF's structures and unions, each
+	// one's vlen from its firstMember.
+	members []btfMember
 }
 
-// btfType is one BTF type.
+// btfType is one BTF type. It holds no pointer (names are string offsets,
+// members an index), so that the garbage collector never scans the
+// 100 000 of a kernel's BTF.
 type btfType struct {
-	name  string
-	kind  uint8
-	kflag bool
-	vlen  uint16
+	nameOff uint32
+	kind    uint8
+	kflag   bool
+	vlen    uint16
 	// sizeType is the size (INT, STRUCT, UNION, ENUM, FLOAT, DATASEC) or
 	// the referenced type (PTR, TYPEDEF, qualifiers, FUNC, FUNC_PROTO,
 	// VAR).
 	sizeType uint32
 	// ARRAY: the element type and the count.
 	elem, nelems uint32
-	members      []btfMember // STRUCT and UNION
+	// STRUCT and UNION: the index of the first member in the owning
+	// BTF's members.
+	firstMember uint32
 }
 
 type btfMember struct {
-	name   string
-	typ    uint32
-	offset uint32 // bits; with kflag, a bitfield's size in the top byte
+	nameOff uint32
+	typ     uint32
+	offset  uint32 // bits; with kflag, a bitfield's size in the top byte
 }
 
 // BTF kinds.
@@ -101,71 +114,103 @@ func ParseBTF(data []byte, base *BTF) (*BTF, error) {
 		return nil, errors.New("btf: sections past the end of the data")
 	}
 	types := data[hdrLen+typeOff:][:typeLen]
-	strs := data[hdrLen+strOff:][:strLen]
-	b := &BTF{base: base, first: 1, byName: map[string][]uint32{}}
-	var baseStrs uint32
+	b := &BTF{base: base, first: 1, strs: string(data[hdrLen+strOff:][:strLen])}
 	if base != nil {
 		b.first = base.first + uint32(len(base.types))
-		baseStrs = base.strLen()
+		b.baseStrs = base.strLen()
 	}
-	b.strs, b.baseStrs = strs, baseStrs
-	for at := 0; at < len(types); {
-		if len(b.types) == maxBTFTypes {
+	// A first pass counts the types and the members, so that each is one
+	// allocation.
+	count, members := 0, 0
+	for at := 0; at < len(types); count++ {
+		if count == maxBTFTypes {
 			return nil, fmt.Errorf("btf: more than %d types", maxBTFTypes)
 		}
 		if at+12 > len(types) {
 			return nil, errors.New("btf: a type cut short")
 		}
 		info := bo.Uint32(types[at+4:])
-		t := btfType{kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
-		name, err := b.str(bo.Uint32(types[at:]))
+		kind, vlen := uint8(info>>24&0x1f), int(uint16(info))
+		extra, err := btfExtra(kind, vlen)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("btf: type %d: %w", b.first+uint32(count), err)
 		}
-		t.name = name
-		at += 12
-		var extra int
-		switch t.kind {
-		case btfInt, btfVar, btfDeclTag:
-			extra = 4
-		case btfArray:
-			extra = 12
-		case btfStruct, btfUnion, btfDatasec:
-			extra = 12 * int(t.vlen)
-		case btfEnum, btfFuncProto:
-			extra = 8 * int(t.vlen)
-		case btfEnum64:
-			extra = 12 * int(t.vlen)
-		case btfPtr, btfFwd, btfTypedef, btfVolatile, btfConst, btfRestrict, btfFunc, btfFloat, btfTypeTag:
-		default:
-			return nil, fmt.Errorf("btf: type %d has kind %d", b.first+uint32(len(b.types)), t.kind)
+		if kind == btfStruct || kind == btfUnion {
+			members += vlen
 		}
-		if at+extra > len(types) {
+		at += 12 + extra
+		if at > len(types) {
 			return nil, errors.New("btf: a type cut short")
 		}
+	}
+	b.types = make([]btfType, 0, count)
+	b.sameName = make([]uint32, count)
+	b.byName = make(map[string]uint32, count/4)
+	b.members = make([]btfMember, 0, members)
+	last := map[string]uint32{} // the last ID of each name seen twice
+	for at := 0; at < len(types); {
+		info := bo.Uint32(types[at+4:])
+		t := btfType{nameOff: bo.Uint32(types[at:]), kind: uint8(info >> 24 & 0x1f), kflag: info>>31 != 0, vlen: uint16(info), sizeType: bo.Uint32(types[at+8:])}
+		if t.nameOff >= b.strLen() {
+			return nil, fmt.Errorf("btf: string offset %d", t.nameOff)
+		}
+		at += 12
+		extra, _ := btfExtra(t.kind, int(t.vlen))
 		rest := types[at : at+extra]
 		switch t.kind {
 		case btfArray:
 			t.elem, t.nelems = bo.Uint32(rest), bo.Uint32(rest[8:])
 		case btfStruct, btfUnion:
-			t.members = make([]btfMember, t.vlen)
-			for i := range t.members {
+			t.firstMember = uint32(len(b.members))
+			for i := range int(t.vlen) {
 				m := rest[12*i:]
-				mn, err := b.str(bo.Uint32(m))
-				if err != nil {
-					return nil, err
+				mn := bo.Uint32(m)
+				if mn >= b.strLen() {
+					return nil, fmt.Errorf("btf: string offset %d", mn)
 				}
-				t.members[i] = btfMember{name: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])}
+				b.members = append(b.members, btfMember{nameOff: mn, typ: bo.Uint32(m[4:]), offset: bo.Uint32(m[8:])})
 			}
 		}
 		at += extra
 		id := b.first + uint32(len(b.types))
 		b.types = append(b.types, t)
-		if t.name != "" {
-			b.byName[t.name] = append(b.byName[t.name], id)
+		if t.kind != btfVar && t.kind != btfStruct && t.kind != btfTypedef {
+			continue // only variables and structures are looked up by name
+		}
+		name := b.name(t.nameOff)
+		if name == "" {
+			continue
+		}
+		prev, seen := b.byName[name]
+		switch {
+		case !seen:
+			b.byName[name] = id
+		default:
+			if l, ok := last[name]; ok {
+				prev = l
+			}
+			b.sameName[prev-b.first] = id
+			last[name] = id
 		}
 	}
 	return b, nil
+}
+
+// btfExtra is the size of the data that follows a type's common part.
+func btfExtra(kind uint8, vlen int) (int, error) {
+	switch kind {
+	case btfInt, btfVar, btfDeclTag:
+		return 4, nil
+	case btfArray:
+		return 12, nil
+	case btfStruct, btfUnion, btfDatasec, btfEnum64:
+		return 12 * vlen, nil
+	case btfEnum, btfFuncProto:
+		return 8 * vlen, nil
+	case btfPtr, btfFwd, btfTypedef, btfVolatile, btfConst, btfRestrict, btfFunc, btfFloat, btfTypeTag:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("kind %d", kind)
 }
 
 // str and strLen serve a split BTF's string lookups into its base.
@@ -181,10 +226,33 @@ func (b *BTF) str(off uint32) (string, error) {
 	for end < uint64(len(b.strs)) && b.strs[end] != 0 {
 		end++
 	}
-	return string(b.strs[o:end]), nil
+	return b.strs[o:end], nil
 }
 
 func (b *BTF) strLen() uint32 { return b.baseStrs + uint32(len(b.strs)) }
+
+// name is the string at an offset ParseBTF checked.
+func (b *BTF) name(off uint32) string {
+	s, _ := b.str(off)
+	return s
+}
+
+// typOwner is typ and the BTF whose table holds the type (its base's
+// for a base type): its members are that BTF's.
+func (b *BTF) typOwner(id uint32) (*btfType, *BTF) {
+	if id != 0 && id < b.first && b.base != nil {
+		return b.base.typOwner(id)
+	}
+	return b.typ(id), b
+}
+
+// membersOf are the members of t, a structure or union of this BTF's.
+func (b *BTF) membersOf(t *btfType) []btfMember {
+	if t.kind != btfStruct && t.kind != btfUnion {
+		return nil
+	}
+	return b.members[t.firstMember : t.firstMember+uint32(t.vlen)]
+}
 
 // typ is the type of an ID; nil for void (0) and unknown IDs.
 func (b *BTF) typ(id uint32) *btfType {
@@ -206,9 +274,12 @@ func (b *BTF) typ(id uint32) *btfType {
 // named lists the IDs of the types of a name: this BTF's first, then its
 // base's.
 func (b *BTF) named(name string) []uint32 {
-	ids := b.byName[name]
+	var ids []uint32
+	for id := b.byName[name]; id != 0; id = b.sameName[id-b.first] {
+		ids = append(ids, id)
+	}
 	if b.base != nil {
-		ids = append(ids[:len(ids):len(ids)], b.base.named(name)...)
+		ids = append(ids, b.base.named(name)...)
 	}
 	return ids
 }
@@ -279,7 +350,7 @@ func (b *BTF) chain(id uint32) (Type, error) {
 	if end == nil {
 		return Type{}, fmt.Errorf("btf: type %d has no type", id)
 	}
-	t.Name, t.Size = end.name, b.size(end)
+	t.Name, t.Size = b.name(end.nameOff), b.size(end)
 	if end.kind == btfEnum || end.kind == btfEnum64 {
 		t.Name = enumBase(end)
 	}
@@ -289,10 +360,20 @@ func (b *BTF) chain(id uint32) (Type, error) {
 	return t, nil
 }
 
-// enumBase is the name of the integer type DWARF gives an enumeration.
+// enumBase is the name of the integer type DWARF gives an enumeration:
+// GCC's underlying type of its size and sign (unsigned char for a packed
+// enumeration of one byte).
 func enumBase(t *btfType) string {
 	signed := t.kflag
 	switch {
+	case t.sizeType == 1 && signed:
+		return "signed char"
+	case t.sizeType == 1:
+		return "unsigned char"
+	case t.sizeType == 2 && signed:
+		return "short int"
+	case t.sizeType == 2:
+		return "short unsigned int"
 	case t.sizeType == 8 && signed:
 		return "long int"
 	case t.sizeType == 8:
@@ -329,27 +410,31 @@ func (b *BTF) Var(name string) (Type, error) {
 			return t, nil
 		}
 	}
-	return Type{}, fmt.Errorf("the kernel's BTF has no type for variable %q (it holds the per-cpu variables only, unless pahole's global_var made it; -x VMLINUX has them all): %w", name, ErrNotFound)
+	whose, debug := "the kernel's", "-x VMLINUX has them all"
+	if b.base != nil {
+		whose, debug = "the module's", "-x VMLINUX with the module's debuginfo has them all"
+	}
+	return Type{}, fmt.Errorf("%s BTF has no type for variable %q (it holds the per-cpu variables only, unless pahole's global_var made it; %s): %w", whose, name, debug, ErrNotFound)
 }
 
 // structType finds the structure of a name: the first structure with a
-// size, or typedef (of typedefs) of one.
-func (b *BTF) structType(name string) (*btfType, error) {
+// size, or typedef (of typedefs) of one; owner is the BTF that holds it.
+func (b *BTF) structType(name string) (t *btfType, owner *BTF, err error) {
 	for _, id := range b.named(name) {
-		t := b.typ(id)
+		t, owner := b.typOwner(id)
 		for n := 0; t != nil && t.kind == btfTypedef && n < maxChain; n++ {
-			t = b.typ(t.sizeType)
+			t, owner = b.typOwner(t.sizeType)
 		}
 		if t != nil && t.kind == btfStruct && t.sizeType > 0 {
-			return t, nil
+			return t, owner, nil
 		}
 	}
-	return nil, notFound("structure", name)
+	return nil, nil, notFound("structure", name)
 }
 
 // StructSize is the size of the structure named name.
 func (b *BTF) StructSize(name string) (int64, error) {
-	t, err := b.structType(name)
+	t, _, err := b.structType(name)
 	if err != nil {
 		return 0, err
 	}
@@ -357,59 +442,68 @@ func (b *BTF) StructSize(name string) (int64, error) {
 }
 
 // Member finds member in the structure named structName, as DWARF's
-// Member does; a bitfield has no byte offset and is passed over.
+// Member does: the offset is the first member of the name that has a
+// byte offset (a bitfield has none and is passed over, but in a union),
+// the type the first member of the name, bitfield or not — two searches,
+// as makedumpfile's, that differ where a bitfield of the name comes
+// first (6.12's task_struct: dl.dl_server, a bit, before dl_server, a
+// pointer).
 func (b *BTF) Member(structName, member string) (Member, error) {
-	s, err := b.structType(structName)
+	s, owner, err := b.structType(structName)
 	if err != nil {
 		return Member{}, err
 	}
 	budget := maxMemberVisits
-	m, found, err := b.searchMember(s, member, 0, &budget)
+	off, _, found, err := b.searchMember(s, owner, member, 0, &budget, func(bitfield, union bool) bool { return union || !bitfield })
 	if err != nil {
 		return Member{}, err
 	}
 	if !found {
 		return Member{}, fmt.Errorf("structure %q has no member %q: %w", structName, member, ErrNotFound)
 	}
-	return m, nil
+	budget = maxMemberVisits
+	_, typ, _, err := b.searchMember(s, owner, member, 0, &budget, func(bool, bool) bool { return true })
+	if err != nil {
+		return Member{}, err
+	}
+	t, err := b.chainFrom(typ)
+	if err != nil {
+		return Member{}, err
+	}
+	return Member{Offset: off, Type: t}, nil
 }
 
-func (b *BTF) searchMember(s *btfType, member string, depth int, budget *int) (Member, bool, error) {
+// searchMember searches s depth first for member, as DWARF's
+// searchMember, taking the first of the name that accept takes; it
+// returns the member's byte offset (its containers' added) and type.
+func (b *BTF) searchMember(s *btfType, owner *BTF, member string, depth int, budget *int, accept func(bitfield, union bool) bool) (int64, uint32, bool, error) {
 	if depth > maxDepth {
-		return Member{}, false, nil
+		return 0, 0, false, nil
 	}
-	for _, m := range s.members {
+	for _, m := range owner.membersOf(s) {
 		if *budget--; *budget < 0 {
-			return Member{}, false, errMemberSearch
+			return 0, 0, false, errMemberSearch
 		}
 		bits, bitfield := m.offset, uint32(0)
 		if s.kflag {
 			bits, bitfield = m.offset&0xffffff, m.offset>>24
 		}
-		if m.name != member {
-			t := b.typ(m.typ)
+		if b.name(m.nameOff) != member {
+			t, o := b.typOwner(m.typ)
 			if t != nil && (t.kind == btfStruct || t.kind == btfUnion) {
-				in, found, err := b.searchMember(t, member, depth+1, budget)
-				if err != nil {
-					return Member{}, false, err
-				}
-				if found {
-					in.Offset += int64(bits / 8)
-					return in, true, nil
+				off, typ, found, err := b.searchMember(t, o, member, depth+1, budget, accept)
+				if err != nil || found {
+					return off + int64(bits/8), typ, found, err
 				}
 			}
 			continue
 		}
-		if bitfield != 0 || bits%8 != 0 {
+		if !accept(bitfield != 0 || bits%8 != 0, s.kind == btfUnion) {
 			continue
 		}
-		t, err := b.chainFrom(m.typ)
-		if err != nil {
-			return Member{}, false, err
-		}
-		return Member{Offset: int64(bits / 8), Type: t}, true, nil
+		return int64(bits / 8), m.typ, true, nil
 	}
-	return Member{}, false, nil
+	return 0, 0, false, nil
 }
 
 // chainFrom is the chain of a member of type id: as a DWARF member DIE's,
@@ -426,6 +520,6 @@ func (b *BTF) chainFrom(id uint32) (Type, error) {
 
 // chainOf is chain for a type that is not in the table (a member's holder).
 func (b *BTF) chainOf(h *btfType) (Type, error) {
-	b2 := &BTF{base: b, first: b.first + uint32(len(b.types)), types: []btfType{*h}}
+	b2 := &BTF{base: b, first: b.first + uint32(len(b.types)), types: []btfType{*h}, baseStrs: b.strLen()}
 	return b2.chain(b2.first)
 }

@@ -84,32 +84,43 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 	// non-negative offset is an absolute value (a per-cpu symbol's offset
 	// in the per-cpu area) and a negative one encodes base-1-offset; every
 	// text symbol is then negative. Without it every offset is relative.
-	// The offsets are read a page at a time, not kept: only the wanted
-	// symbols' are read again.
+	// The offsets are read a page at a time, not kept: once to tell the
+	// encoding, again beside the names.
 	absPercpu := false
 	offs := &virtStream{r: r, at: addr["kallsyms_offsets"]}
 	for range n {
-		var o [4]byte
-		for j := range o {
-			b, err := offs.byte()
-			if err != nil {
-				return nil, fmt.Errorf("kallsyms_offsets: %w", err)
-			}
-			o[j] = b
+		o, err := offs.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
 		}
-		if int32(binary.LittleEndian.Uint32(o[:])) < 0 {
+		if int32(o) < 0 {
 			absPercpu = true
 			break
 		}
 	}
+	offs = &virtStream{r: r, at: addr["kallsyms_offsets"]}
+	// wantLen: the lengths of the wanted names, type letter included, so
+	// that a symbol of another length is never spelt out.
 	wanted := map[string]bool{}
+	var wantLen [1 << 16]bool
 	for _, w := range want {
 		wanted[w] = true
+		if len(w)+1 < len(wantLen) {
+			wantLen[len(w)+1] = true
+		}
+	}
+	var tokenLen [256]int
+	for i, t := range tokens {
+		tokenLen[i] = len(t)
 	}
 	syms := Kallsyms{}
 	names := &virtStream{r: r, at: addr["kallsyms_names"]}
 	var name []byte
-	for i := range n {
+	for range n {
+		o, err := offs.uint32()
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+		}
 		l, err := names.byte()
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms_names: %w", err)
@@ -122,12 +133,19 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 			}
 			length = int(l&0x7f) | int(hi)<<7
 		}
+		toks, err := names.next(length)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms_names: %w", err)
+		}
+		spelt := 0
+		for _, t := range toks {
+			spelt += tokenLen[t]
+		}
+		if len(wanted) > 0 && (spelt >= len(wantLen) || !wantLen[spelt]) {
+			continue
+		}
 		name = name[:0]
-		for range length {
-			t, err := names.byte()
-			if err != nil {
-				return nil, fmt.Errorf("kallsyms_names: %w", err)
-			}
+		for _, t := range toks {
 			name = append(name, tokens[t]...)
 		}
 		if len(name) < 2 || len(wanted) > 0 && !wanted[string(name[1:])] {
@@ -136,10 +154,7 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 		if _, seen := syms[string(name[1:])]; seen {
 			continue
 		}
-		if err := r.ReadVirt(addr["kallsyms_offsets"]+4*uint64(i), b4[:]); err != nil {
-			return nil, fmt.Errorf("kallsyms_offsets: %w", err)
-		}
-		off := int32(binary.LittleEndian.Uint32(b4[:]))
+		off := int32(o)
 		var a uint64
 		switch {
 		case !absPercpu:
@@ -157,12 +172,42 @@ func ReadKallsyms(vmcoreinfo func(string) (uint64, bool), r VirtReader, want ...
 	return syms, nil
 }
 
+// uint32 reads a little-endian 32-bit value.
+func (s *virtStream) uint32() (uint32, error) {
+	b, err := s.next(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
+// next reads n bytes: a slice of the stream's buffer, or of its spare one
+// where they cross a page, valid until the next read.
+func (s *virtStream) next(n int) ([]byte, error) {
+	if n <= s.n {
+		at := len(s.buf) - s.n
+		s.n -= n
+		s.at += uint64(n)
+		return s.buf[at : at+n], nil
+	}
+	s.spare = s.spare[:0]
+	for range n {
+		b, err := s.byte()
+		if err != nil {
+			return nil, err
+		}
+		s.spare = append(s.spare, b)
+	}
+	return s.spare, nil
+}
+
 // virtStream reads kernel virtual memory byte by byte, a page at a time.
 type virtStream struct {
-	r   VirtReader
-	at  uint64
-	buf [4096]byte
-	n   int // bytes of buf left
+	r     VirtReader
+	at    uint64
+	buf   [4096]byte
+	n     int // bytes of buf left
+	spare []byte
 }
 
 func (s *virtStream) byte() (byte, error) {

@@ -1,6 +1,7 @@
 package debuginfo
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -20,14 +21,30 @@ type VirtReader interface {
 // as the kernel keeps it (the core symbols: struct module's core_kallsyms,
 // which makedumpfile finds as module.symtab).
 type Module struct {
-	Name    string
-	Addr    uint64 // its struct module
-	symbols map[string]uint64
+	Name string
+	Addr uint64 // its struct module
+
+	// The symbol table, read when a symbol is first asked for (a config
+	// names a few of the loaded modules).
+	mem            VirtReader
+	symtab, strtab uint64
+	nsyms          uint32
+	symbols        map[string]uint64 // nil until read
+	symErr         error
 }
 
 // Symbol is the address of a symbol of the module: the first of the name
 // in its symbol table.
 func (m *Module) Symbol(name string) (uint64, error) {
+	if m.symbols == nil && m.symErr == nil {
+		m.symbols = map[string]uint64{}
+		if err := m.readSymbols(m.mem, m.symtab, m.strtab, m.nsyms); err != nil {
+			m.symErr = fmt.Errorf("module %s: %w", m.Name, err)
+		}
+	}
+	if m.symErr != nil {
+		return 0, m.symErr
+	}
 	if v, ok := m.symbols[name]; ok && v != 0 {
 		return v, nil
 	}
@@ -46,7 +63,7 @@ const (
 // Modules reads the crashed kernel's module list (the list_head at
 // modulesAddr, the vmlinux's `modules`) with vmlinux's types: each
 // module's name and symbol table, as makedumpfile's load_module_symbols
-// reads them.
+// reads them (the symbols when the module is first asked for one).
 func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 	off := func(s, m string) (uint64, error) {
 		mm, err := t.Member(s, m)
@@ -93,7 +110,7 @@ func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 		if err := mem.ReadVirt(mod+nameOff, name[:]); err != nil {
 			return nil, fmt.Errorf("module at %#x: %w", mod, err)
 		}
-		m := &Module{Name: cstring(name[:]), Addr: mod, symbols: map[string]uint64{}}
+		m := &Module{Name: cstring(name[:]), Addr: mod, mem: mem}
 		symtab, err := ptr(mod + symtabOff)
 		if err != nil {
 			return nil, fmt.Errorf("module %s: %w", m.Name, err)
@@ -110,9 +127,7 @@ func Modules(t Types, mem VirtReader, modulesAddr uint64) ([]*Module, error) {
 		if n > maxModuleSymbols {
 			return nil, fmt.Errorf("module %s: %d symbols", m.Name, n)
 		}
-		if err := m.readSymbols(mem, symtab, strtab, n); err != nil {
-			return nil, fmt.Errorf("module %s: %w", m.Name, err)
-		}
+		m.symtab, m.strtab, m.nsyms = symtab, strtab, n
 		mods = append(mods, m)
 		if cur, err = ptr(cur); err != nil {
 			return nil, fmt.Errorf("the module list after %s: %w", m.Name, err)
@@ -131,20 +146,53 @@ func (m *Module) readSymbols(mem VirtReader, symtab, strtab uint64, n uint32) er
 	if err := mem.ReadVirt(symtab, syms); err != nil {
 		return fmt.Errorf("symtab: %w", err)
 	}
+	// The names are read at once up to the start of the last one; a name
+	// that does not end there is read alone.
+	var maxName uint32
+	for i := uint32(1); i < n; i++ {
+		maxName = max(maxName, binary.LittleEndian.Uint32(syms[24*i:]))
+	}
+	var tab []byte
+	if maxName < maxStrtab {
+		tab = make([]byte, maxName+1)
+		if err := mem.ReadVirt(strtab, tab); err != nil {
+			tab = nil
+		}
+	}
 	name := make([]byte, maxSymbolName)
 	for i := uint32(1); i < n; i++ {
 		s := syms[24*i:]
 		stName := binary.LittleEndian.Uint32(s)
 		value := binary.LittleEndian.Uint64(s[8:])
-		nm, err := readCString(mem, strtab+uint64(stName), name)
-		if err != nil {
-			return fmt.Errorf("strtab: %w", err)
+		nm, ok := tabString(tab, stName)
+		if !ok {
+			var err error
+			if nm, err = readCString(mem, strtab+uint64(stName), name); err != nil {
+				return fmt.Errorf("strtab: %w", err)
+			}
 		}
 		if _, ok := m.symbols[nm]; !ok && nm != "" {
 			m.symbols[nm] = value
 		}
 	}
 	return nil
+}
+
+// maxStrtab bounds the string table read at once.
+const maxStrtab = 16 << 20
+
+// tabString is the NUL-terminated string at off in tab, if it ends there
+// within maxSymbolName bytes.
+func tabString(tab []byte, off uint32) (string, bool) {
+	if uint64(off) >= uint64(len(tab)) {
+		return "", false
+	}
+	rest := tab[off:]
+	end := bytes.IndexByte(rest[:min(len(rest), maxSymbolName)], 0)
+	if end < 0 {
+		return "", false
+	}
+	return string(rest[:end]), true
 }
 
 // readCString reads a NUL-terminated string at vaddr, up to len(buf) bytes,

@@ -55,7 +55,11 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 		}
 	} else {
 		// No debuginfo: the kernel's own BTF and kallsyms.
-		syms, err := debuginfo.ReadKallsyms(vi.Symbol, tr)
+		// Only the symbols the config starts from and those the BTF and
+		// the module sections are found by (init_task: whether
+		// kallsyms has data symbols at all).
+		want := append(cfg.Symbols("vmlinux"), "__start_BTF", "__stop_BTF", "modules", "btf_modules", "init_task")
+		syms, err := debuginfo.ReadKallsyms(vi.Symbol, tr, want...)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
 		}
@@ -63,7 +67,7 @@ func resolveConfig(o *Options, ev Events, v source.Memory, vi *kernel.VMCOREINFO
 		if err != nil {
 			return nil, fmt.Errorf("--config %s without -x: %w", o.FilterConfig, err)
 		}
-		ev.Notef(Debug, "--config: the kernel's BTF, %d symbols from kallsyms\n", len(syms))
+		ev.Notef(Debug, "--config: the kernel's BTF, %d of the symbols it needs from kallsyms\n", len(syms))
 		secs = &sections{
 			vmlinux: &erase.Section{Types: btf, Symbols: syms},
 			types:   btf, btf: btf, syms: syms, mem: tr,
@@ -136,7 +140,7 @@ func (s *sections) Section(name string) (*erase.Section, error) {
 		return nil, erase.ErrNotLoaded
 	}
 	if s.btf != nil {
-		b, err := moduleBTF(s.btf, s.mem, m)
+		b, err := moduleBTF(s.btf, s.syms, s.mem, m)
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +372,11 @@ func vmlinuxBTF(syms debuginfo.Kallsyms, mem debuginfo.VirtReader) (*debuginfo.B
 	start, err1 := syms.Symbol("__start_BTF")
 	stop, err2 := syms.Symbol("__stop_BTF")
 	if err1 != nil || err2 != nil || stop <= start || stop-start > maxBTFBytes {
+		if _, err := syms.Symbol("init_task"); err != nil {
+			// Debian 12's arm64 6.1: kallsyms without data symbols
+			// cannot say where the BTF is, nor where any variable is.
+			return nil, errors.New("the kernel's kallsyms hold no data symbols (built without CONFIG_KALLSYMS_ALL): neither its BTF nor a variable can be found; give -x VMLINUX")
+		}
 		return nil, errors.New("the kernel has no BTF (__start_BTF, __stop_BTF: CONFIG_DEBUG_INFO_BTF): give -x VMLINUX")
 	}
 	b := make([]byte, stop-start)
@@ -377,28 +386,101 @@ func vmlinuxBTF(syms debuginfo.Kallsyms, mem debuginfo.VirtReader) (*debuginfo.B
 	return debuginfo.ParseBTF(b, nil)
 }
 
-// moduleBTF reads a module's split BTF (struct module's btf_data).
-func moduleBTF(base *debuginfo.BTF, mem debuginfo.VirtReader, m *debuginfo.Module) (*debuginfo.BTF, error) {
-	data, err1 := base.Member("module", "btf_data")
-	size, err2 := base.Member("module", "btf_data_size")
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("module %s: the kernel keeps no module BTF (CONFIG_DEBUG_INFO_BTF_MODULES): give -x VMLINUX and the module's debuginfo", m.Name)
+// moduleBTF reads a module's split BTF. The kernel parses it when the
+// module loads and keeps its own copy: the struct btf that btf_modules
+// (kernel/bpf/btf.c) lists beside the module's struct module, whose data
+// and data_size are the raw split BTF. struct module's btf_data points at
+// the module file's .BTF only while the module initialises (it is set to
+// NULL once its init ran: the section is freed with the load copy), so it
+// is the answer only for a module caught initialising.
+func moduleBTF(base *debuginfo.BTF, syms debuginfo.Symbols, mem debuginfo.VirtReader, m *debuginfo.Module) (*debuginfo.BTF, error) {
+	off := func(s, member string) (uint64, error) {
+		mm, err := base.Member(s, member)
+		return uint64(mm.Offset), err
 	}
-	var p [8]byte
-	if err := mem.ReadVirt(m.Addr+uint64(data.Offset), p[:]); err != nil {
+	ptr := func(at uint64) (uint64, error) {
+		var b [8]byte
+		err := mem.ReadVirt(at, b[:])
+		return binary.LittleEndian.Uint64(b[:]), err
+	}
+	u32 := func(at uint64) (uint32, error) {
+		var b [4]byte
+		err := mem.ReadVirt(at, b[:])
+		return binary.LittleEndian.Uint32(b[:]), err
+	}
+	noBTF := fmt.Errorf("module %s: the kernel keeps no module BTF (CONFIG_DEBUG_INFO_BTF_MODULES): give -x VMLINUX and the module's debuginfo", m.Name)
+	var at uint64
+	var size uint32
+	if data, err := off("module", "btf_data"); err != nil {
+		return nil, noBTF
+	} else if at, err = ptr(m.Addr + data); err != nil {
 		return nil, fmt.Errorf("module %s: btf_data: %w", m.Name, err)
 	}
-	var n [4]byte
-	if err := mem.ReadVirt(m.Addr+uint64(size.Offset), n[:]); err != nil {
-		return nil, fmt.Errorf("module %s: btf_data_size: %w", m.Name, err)
+	if at != 0 {
+		sizeOff, err := off("module", "btf_data_size")
+		if err != nil {
+			return nil, noBTF
+		}
+		if size, err = u32(m.Addr + sizeOff); err != nil {
+			return nil, fmt.Errorf("module %s: btf_data_size: %w", m.Name, err)
+		}
+	} else {
+		head, err := syms.Symbol("btf_modules")
+		if err != nil {
+			return nil, noBTF
+		}
+		listOff, err1 := off("btf_module", "list")
+		modOff, err2 := off("btf_module", "module")
+		btfOff, err3 := off("btf_module", "btf")
+		dataOff, err4 := off("btf", "data")
+		sizeOff, err5 := off("btf", "data_size")
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+			return nil, fmt.Errorf("module %s: btf_modules: %w", m.Name, err)
+		}
+		b, err := findModuleBTF(head, listOff, modOff, btfOff, m.Addr, ptr)
+		if err != nil {
+			return nil, fmt.Errorf("module %s: btf_modules: %w", m.Name, err)
+		}
+		if b == 0 {
+			return nil, fmt.Errorf("module %s has no BTF in the dump (btf_modules does not list it)", m.Name)
+		}
+		if at, err = ptr(b + dataOff); err != nil {
+			return nil, fmt.Errorf("module %s: struct btf: %w", m.Name, err)
+		}
+		if size, err = u32(b + sizeOff); err != nil {
+			return nil, fmt.Errorf("module %s: struct btf: %w", m.Name, err)
+		}
 	}
-	at, sz := binary.LittleEndian.Uint64(p[:]), binary.LittleEndian.Uint32(n[:])
-	if at == 0 || sz == 0 || sz > maxBTFBytes {
+	if at == 0 || size == 0 || size > maxBTFBytes {
 		return nil, fmt.Errorf("module %s has no BTF in the dump", m.Name)
 	}
-	b := make([]byte, sz)
+	b := make([]byte, size)
 	if err := mem.ReadVirt(at, b); err != nil {
 		return nil, fmt.Errorf("module %s's BTF: %w", m.Name, err)
 	}
 	return debuginfo.ParseBTF(b, base)
+}
+
+// maxBTFModules bounds a walk of btf_modules.
+const maxBTFModules = 1 << 14
+
+// findModuleBTF walks the btf_modules list at head for the entry of the
+// struct module at mod and returns its struct btf's address (0: none).
+func findModuleBTF(head, listOff, modOff, btfOff, mod uint64, ptr func(uint64) (uint64, error)) (uint64, error) {
+	next, err := ptr(head)
+	for n := 0; err == nil && next != head; n++ {
+		if next == 0 || n == maxBTFModules {
+			return 0, fmt.Errorf("the list is broken after %d entries", n)
+		}
+		e := next - listOff
+		var m uint64
+		if m, err = ptr(e + modOff); err != nil {
+			break
+		}
+		if m == mod {
+			return ptr(e + btfOff)
+		}
+		next, err = ptr(next)
+	}
+	return 0, err
 }

@@ -83,6 +83,40 @@ type Loop struct {
 // ListPath is List's components.
 func (l *Loop) ListPath() []string { return splitPath(l.List) }
 
+// Symbols are the symbols the commands of module's section start from
+// (their expressions' and size expressions' first components that are no
+// loop's variable), each once, in file order: all a resolution asks the
+// section's symbol table for.
+func (c *Config) Symbols(module string) []string {
+	var syms []string
+	seen := map[string]bool{}
+	add := func(path []string, iter string) {
+		if len(path) > 0 && path[0] != iter && !seen[path[0]] {
+			seen[path[0]] = true
+			syms = append(syms, path[0])
+		}
+	}
+	addErase := func(e *Erase, iter string) {
+		add(e.Path(), iter)
+		if e.Size != nil {
+			add(e.Size.Path(), iter)
+		}
+	}
+	for _, cmd := range c.Commands {
+		switch {
+		case cmd.Module != module:
+		case cmd.Erase != nil:
+			addErase(cmd.Erase, "")
+		case cmd.Loop != nil:
+			add(cmd.Loop.ListPath(), "")
+			for i := range cmd.Loop.Body {
+				addErase(&cmd.Loop.Body[i], cmd.Loop.Var)
+			}
+		}
+	}
+	return syms
+}
+
 // SyntaxError is a filter config that cannot be read: the line and what
 // is wrong with it.
 type SyntaxError struct {

@@ -162,3 +162,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Symbols lists each section's symbols once, in order, and never a loop's
+// variable.
+func TestConfigSymbols(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(`erase a.b size c.d
+erase a size 8
+for x in list.head within s:m
+	erase x.name size x.len
+	erase x.key size limit
+endfor
+for y in arr
+	erase y
+endfor
+[mod]
+erase m_var
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		module string
+		want   []string
+	}{
+		{"vmlinux", []string{"a", "c", "list", "limit", "arr"}},
+		{"mod", []string{"m_var"}},
+		{"other", nil},
+	} {
+		if got := cfg.Symbols(tc.module); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Symbols(%s) = %q, want %q", tc.module, got, tc.want)
+		}
+	}
+}
