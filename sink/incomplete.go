@@ -42,9 +42,6 @@ func (l Limit) WriteAt(p []byte, off int64) (int, error) {
 // The bitmap and header were written first, so rewriting them needs no new
 // space. Abort returns the first error that stops it.
 func (k *Kdump) Abort() error {
-	if k.placed {
-		return k.abortPlaced()
-	}
 	// Where the disk still takes it (a signal stopped the dump, not a full
 	// disk), the buffered data lands, and with it the pages it holds.
 	_ = k.flushData()
@@ -78,12 +75,12 @@ func (k *Kdump) Abort() error {
 	return k.markIncomplete()
 }
 
-// abortPlaced is Abort for a file written by placed chunks: the chunks
-// whose data landed in order from the first are kept. The descriptors of
-// later chunks never reached the file (they are written only in order,
-// after the data before them), so their slots are holes, which read as
-// zero.
-func (k *Kdump) abortPlaced() error {
+// Abort finishes a dump that cannot be completed as Kdump.Abort does, for
+// a file written by placed chunks: the chunks whose data landed in order
+// from the first are kept. The descriptors of later chunks never reached
+// the file (they are written only in order, after the data before them),
+// so their slots are holes, which read as zero.
+func (k *PlacedKdump) Abort() error {
 	// The descriptors of the chunks landed in order, where the disk
 	// still takes them.
 	_ = k.flushPending()
@@ -125,7 +122,7 @@ func (k *Kdump) priorityTail(n uint64) []pfnDesc {
 // A split part cuts only its own pfn range: the rest of its bitmap is the
 // other parts' business (and --reassemble takes each part's bits of its
 // own range).
-func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
+func (k *kdumpFile) cutDumpable(n uint64, also []pfnDesc) error {
 	m := k.meta.Dumpable.Clone()
 	lo, hi := k.pfnRange()
 	pfn := k.pastDumped(m, n)
@@ -144,7 +141,7 @@ func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
 }
 
 // pfnRange is the pfns this file holds: a split part's range, or all.
-func (k *Kdump) pfnRange() (lo, hi uint64) {
+func (k *kdumpFile) pfnRange() (lo, hi uint64) {
 	hi = k.meta.Dumpable.Len()
 	if r := k.meta.Split; r != nil {
 		return min(r.Start, hi), min(r.End, hi)
@@ -154,7 +151,7 @@ func (k *Kdump) pfnRange() (lo, hi uint64) {
 
 // pastDumped is the pfn past the first n dumped pfns of this file in m
 // (the end of its range where it holds no more).
-func (k *Kdump) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
+func (k *kdumpFile) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
 	lo, hi := k.pfnRange()
 	pfn := m.NextSet(lo)
 	for i := uint64(0); i < n && pfn < hi; i++ {
@@ -165,7 +162,7 @@ func (k *Kdump) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
 
 // markIncomplete sets the INCOMPLETE status bit in the header on disk
 // (block 0 was written first, so this needs no new space).
-func (k *Kdump) markIncomplete() error {
+func (k *kdumpFile) markIncomplete() error {
 	k.status |= kdumpfmt.StatusIncomplete
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], k.status)

@@ -52,12 +52,12 @@ func (pd *prioDump) stream(t *testing.T, meta *Meta) []byte {
 		t.Fatal(err)
 	}
 	if pd.set != nil {
-		if err := k.SetPriority(pd.set, true); err != nil {
+		if err := k.SetPriority(pd.set); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range pd.chunks {
-		if err := k.WritePfns(pd.pfns[i], pd.chunks[i], pd.data[i]); err != nil {
+		if err := k.WriteChunk(pd.chunk(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,7 +321,7 @@ func TestPrioritisedSplit(t *testing.T) {
 			}
 			landed := bitmap.New(m.MaxMapnr)
 			for i := range stop {
-				if err := s.WritePfns(pd.pfns[i], pd.chunks[i], pd.data[i]); err != nil {
+				if err := s.WriteChunk(pd.chunk(i)); err != nil {
 					t.Fatal(err)
 				}
 				for _, p := range pd.pfns[i] {
@@ -333,7 +333,8 @@ func TestPrioritisedSplit(t *testing.T) {
 			if complete {
 				err = s.Close()
 			} else {
-				inc, err = s.Abort()
+				err = s.Abort()
+				inc = s.Incomplete()
 			}
 			if err != nil {
 				t.Fatal(err)
