@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"pagepipe/bitmap"
 	"pagepipe/chunk"
+	"pagepipe/convert"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
@@ -254,12 +256,12 @@ func partNames(n int) []string {
 
 func reassembleFiles(t *testing.T, paths []string) ([]byte, error) {
 	t.Helper()
-	set, err := OpenSplitSet(paths)
+	set, err := convert.OpenSplitSet(paths)
 	if err != nil {
 		return nil, err
 	}
 	var out splitMem
-	n, err := set.Reassemble(&out)
+	n, err := set.Reassemble(context.Background(), &out)
 	if err == nil && n > uint64(len(out.b)) {
 		t.Errorf("Reassemble says %d bytes written, the file has %d", n, len(out.b))
 	}
@@ -640,12 +642,12 @@ func splitAbort(t *testing.T, stopIn int) {
 		}
 		dp.Close()
 	}
-	set, err := OpenSplitSet(paths)
+	set, err := convert.OpenSplitSet(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out splitMem
-	if _, err := set.Reassemble(&out); err != nil {
+	if _, err := set.Reassemble(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.b

@@ -56,11 +56,47 @@ var layers = [][]string{
 	{"cmd/pagepipe", "cmd/pagepipe-bench"},
 	{"bench", "internal/synth"},
 	{"dump", "internal/fixture"},
-	{"pipeline", "priority"},
-	{"filter", "sink"},
+	// The page's way: filter (reads source) decides, pipeline copies,
+	// sink writes; side by side, none imports another. convert rebuilds
+	// dumps from dumps (reads source, writes as sink writes).
+	{"filter", "pipeline", "sink", "priority", "convert"},
 	{"source"},
 	{"codec", "kernel", "erase"},
-	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/integration", "debuginfo"},
+	{"kdumpfmt", "bitmap", "chunk", "internal/reorder", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/integration", "debuginfo"},
+}
+
+// A page goes down one way: source → filter → pipeline → sink. The
+// pipeline knows the chunks (pagepipe/chunk) and the interfaces its
+// writers satisfy, not the filter that chose the pages, the writers or
+// the engine; a writer knows neither the pipeline nor the reader of the
+// input.
+func TestDataFlow(t *testing.T) {
+	for _, c := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{"pipeline", []string{"sink", "filter", "dump", "source", "priority"}},
+		{"sink", []string{"source", "pipeline", "filter", "dump", "priority"}},
+		{"filter", []string{"pipeline", "sink", "dump"}},
+		{"source", []string{"sink", "pipeline", "filter", "convert"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", "pagepipe/"+c.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", c.pkg, err)
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			deps[p] = true
+		}
+		if !deps["pagepipe/"+c.pkg] {
+			t.Fatalf("go list -deps %s does not list it: %q", c.pkg, out)
+		}
+		for _, f := range c.forbidden {
+			if deps["pagepipe/"+f] {
+				t.Errorf("%s depends on %s", c.pkg, f)
+			}
+		}
+	}
 }
 
 // Arrows point down only.

@@ -150,7 +150,8 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	noteNoops(c, o)
 	if o.rearrange {
-		if err := dump.Rearrange(stdin, o.args[0], o.force, o.dryRun); err != nil {
+		err := dump.Rearrange(context.Background(), dump.RearrangeOptions{Stream: stdin, Path: o.args[0], Force: o.force, DryRun: o.dryRun})
+		if err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
@@ -162,7 +163,8 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, fmt.Errorf("--reassemble: need at least two split DUMPFILEs and the DUMPFILE to write, got %d arguments", len(o.args)))
 		}
 		out := o.args[len(o.args)-1]
-		if err := dump.Reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
+		err := dump.Reassemble(context.Background(), dump.ReassembleOptions{Parts: o.args[:len(o.args)-1], Path: out, Force: o.force})
+		if err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", out)
