@@ -56,7 +56,7 @@ func FinishCut(f File, end int64) (kept, lost uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	reg := kdumpfmt.RegionsOf(h, sub)
+	reg := kdumpfmt.LayoutOf(h, sub)
 	maxMapnr, half, bm2, descs := reg.MaxMapnr, reg.BitmapSize, reg.Bitmap2, reg.Descs
 	// The 2nd bitmap's last piece ends where the descriptors begin, and
 	// every record before it is a header's or a bitmap's: a record that

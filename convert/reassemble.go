@@ -180,7 +180,7 @@ func (s *SplitSet) Reassemble(ctx context.Context, out io.WriterAt) (written uin
 	if err != nil {
 		return 0, err
 	}
-	reg := kdumpfmt.RegionsOf(h, &sub)
+	reg := kdumpfmt.LayoutOf(h, &sub)
 	l := layout{bitmaps: reg.Bitmap1, descs: reg.Descs}
 	l.data = l.descs + pages*kdumpfmt.PageDescSize
 

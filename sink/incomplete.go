@@ -133,7 +133,7 @@ func (k *kdumpFile) cutDumpable(n uint64, also []pfnDesc) error {
 			m.Set(d.pfn)
 		}
 	}
-	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
+	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}
 	return nil

@@ -186,10 +186,10 @@ func newKdumpFile(out Output, m *Meta) (*kdumpFile, error) {
 	if err := k.writeAt(sub.Marshal(), bs); err != nil {
 		return nil, err
 	}
-	if err := k.writeBitmap(m.Present, l.Bitmap1, l.BitmapBlocks/2*bs); err != nil {
+	if err := k.writeBitmap(m.Present, l.Bitmap1, l.BitmapSize); err != nil {
 		return nil, err
 	}
-	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapBlocks/2*bs); err != nil {
+	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapSize); err != nil {
 		return nil, err
 	}
 	n := m.NumDumpable

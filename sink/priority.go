@@ -140,7 +140,7 @@ func (k *PlacedKdump) abortPrioritised() error {
 			m.Set(pfn)
 		}
 	}
-	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
+	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}
 	return k.markIncomplete()
