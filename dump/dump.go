@@ -27,6 +27,7 @@ import (
 	"pagepipe/codec"
 	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
+	"pagepipe/internal/runstats"
 	"pagepipe/pipeline"
 	"pagepipe/source"
 )
@@ -271,12 +272,12 @@ type FilterStats struct {
 	ScanWall time.Duration
 }
 
-// Stats returns what the bench reads about the dump (see Stats), with the
-// process's GOMAXPROCS and peak RSS as it is now.
-func (r Result) Stats() Stats {
+// Stats returns what the bench reads about the dump (runstats.Stats), with
+// the process's GOMAXPROCS and peak RSS as it is now.
+func (r Result) Stats() runstats.Stats {
 	f, s := r.Filter, r.Copy
 	sec := func(d time.Duration) float64 { return d.Seconds() }
-	return Stats{
+	return runstats.Stats{
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
 		Workers:     r.Workers,
 		Pfns:        f.Pfns,
@@ -284,7 +285,7 @@ func (r Result) Stats() Stats {
 		Dumped:      s.Pages,
 		ZeroPages:   s.ZeroPages,
 		DataBytes:   s.DataBytes,
-		MaxRSSKiB:   PeakRSSKiB("/proc/self/status"),
+		MaxRSSKiB:   runstats.PeakRSSKiB("/proc/self/status"),
 		MinorFaults: cpuclock.Faults(),
 		CopyFaults:  s.Faults,
 		FilterWall:  sec(f.Wall),

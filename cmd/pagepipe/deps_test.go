@@ -29,13 +29,16 @@ func TestNoBenchDependencies(t *testing.T) {
 
 // cmd/pagepipe is the command line only: flags, console, messages, exit
 // codes. The dump itself is the engine's (pagepipe/dump); of the project
-// it may import nothing else but the CPU-set helpers.
+// it may import nothing else but the process-wide helpers: the CPU set,
+// the memory probe (the garbage collector's limit) and the run statistics
+// (--stats-file).
 func TestImportsOnlyTheEngine(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "pagepipe/cmd/pagepipe").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	allowed := map[string]bool{"pagepipe/dump": true, "pagepipe/internal/cpuset": true}
+	allowed := map[string]bool{"pagepipe/dump": true, "pagepipe/internal/cpuset": true,
+		"pagepipe/internal/memprobe": true, "pagepipe/internal/runstats": true}
 	seen := false
 	for _, p := range strings.Fields(string(out)) {
 		if p == "pagepipe/dump" {
@@ -62,7 +65,7 @@ var layers = [][]string{
 	{"filter", "pipeline", "sink", "priority", "convert"},
 	{"source"},
 	{"codec", "kernel", "erase"},
-	{"kdumpfmt", "bitmap", "chunk", "internal/reorder", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/integration", "debuginfo"},
+	{"kdumpfmt", "bitmap", "chunk", "internal/reorder", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/memprobe", "internal/runstats", "internal/integration", "debuginfo"},
 }
 
 // A page goes down one way: source → filter → pipeline → sink. The

@@ -26,6 +26,8 @@ import (
 
 	"pagepipe/dump"
 	"pagepipe/internal/cpuset"
+	"pagepipe/internal/memprobe"
+	"pagepipe/internal/runstats"
 )
 
 // progName ends the final message line ("makedumpfile Completed." when
@@ -33,7 +35,7 @@ import (
 var progName = "pagepipe"
 
 func main() {
-	avail, _ := dump.AvailableMemory() // 0 when unknown: the floor
+	avail, _ := memprobe.Available() // 0 when unknown: the floor
 	collectWhenLarge(gcLimitFor(avail), os.Getenv)
 	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
 		progName = name
@@ -221,7 +223,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.printReport(res)
 	if o.statsFile != "" {
-		if err := dump.WriteStats(o.statsFile, res.Stats()); err != nil {
+		if err := runstats.Write(o.statsFile, res.Stats()); err != nil {
 			return fail(c, err)
 		}
 	}
