@@ -155,6 +155,23 @@ type Options struct {
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string
 	Out     Output
+	// Process, when set, makes the process-wide settings the passes want
+	// (cmd/pagepipe's); the engine makes none itself.
+	Process Process
+}
+
+// Process is what the program that runs the engine sets for the whole
+// process around the engine's passes: the engine is a library, and the
+// runtime's settings are the program's.
+type Process interface {
+	// CopyPass is called as a copy pass starts, with the number of its
+	// workers that run, and what it returns as the pass ends.
+	CopyPass(workers int) (done func())
+	// Collect is called where the engine has just dropped garbage that
+	// would otherwise be collected in the middle of the copy pass (the
+	// priority search's), while its memory may still serve the copy
+	// pass's buffers.
+	Collect()
 }
 
 // Output is where a dump goes and in which shape.

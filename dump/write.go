@@ -241,7 +241,16 @@ func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer
 		Writer:       w,
 		Progress:     progress,
 		NewRevisitor: j.in.live.newRevisitor(),
+		Running:      j.running(),
 	}
+}
+
+// running is the copy pass's process-wide settings (Options.Process).
+func (j *job) running() func(int) func() {
+	if j.o.Process == nil {
+		return nil
+	}
+	return j.o.Process.CopyPass
 }
 
 // useMmap decides how pages are read: mmap windows for /proc/vmcore or

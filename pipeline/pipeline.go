@@ -142,6 +142,11 @@ type Config struct {
 	// Progress, if set, is called after chunks are written with the
 	// number of pages written so far; never concurrently.
 	Progress func(done uint64)
+	// Running, if set, is called as the pass starts with the number of
+	// workers that run, and what it returns as the pass ends: the
+	// caller's process-wide settings for the pass (the pipeline makes
+	// none itself).
+	Running func(workers int) (done func())
 }
 
 // Revisitor decides again, as the pass reaches it, whether a page the
@@ -237,13 +242,8 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	// their reader, codec state and chunks, whose memory faults in on
 	// first use (docs/scaling.md).
 	workers := min(max(cfg.Workers, 1), runtime.GOMAXPROCS(0))
-	if runtime.GOMAXPROCS(0) == 1 {
-		// With one P, the runtime's monitor takes it from a worker in a
-		// write of more than about 20 µs, hands it to another thread and
-		// back, and keeps polling every 20 µs: on one CPU that churn
-		// doubled the context switches of a -l pass. A second P, idle,
-		// makes it leave the syscall alone (docs/scaling.md).
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	if cfg.Running != nil {
+		defer cfg.Running(workers)()
 	}
 	sq := newSequencer(cfg, 2*workers+2)
 	g, ctx := errgroup.WithContext(ctx)

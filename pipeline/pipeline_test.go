@@ -299,3 +299,22 @@ func TestRevisitor(t *testing.T) {
 		}
 	}
 }
+
+// Running is called once as the pass starts, with the workers that run
+// (no more than GOMAXPROCS), and its done once as it ends.
+func TestRunning(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	var started, ended, workers int
+	cfg := config(8, testBitmap(), &recorder{}, ^uint64(0))
+	cfg.Running = func(w int) func() {
+		started++
+		workers = w
+		return func() { ended++ }
+	}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if started != 1 || ended != 1 || workers != 3 {
+		t.Fatalf("Running called %d times with %d workers, done %d times; want once with 3, once", started, workers, ended)
+	}
+}

@@ -350,3 +350,24 @@ func memUsage(c *console, o *options, stdout io.Writer) int {
 	u.Print(stdout)
 	return exitOK
 }
+
+// process is pagepipe's process-wide settings around the engine's passes
+// (dump.Process): the engine, a library, makes none itself.
+type process struct{}
+
+// CopyPass gives the runtime a second P while a copy pass runs on one.
+// With one P, the runtime's monitor takes it from a worker in a write of
+// more than about 20 µs, hands it to another thread and back, and keeps
+// polling every 20 µs: on one CPU that churn doubled the context switches
+// of a -l pass. A second P, idle, makes it leave the syscall alone
+// (docs/scaling.md). The workers were counted before: still one.
+func (process) CopyPass(int) func() {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(2)
+	return func() { runtime.GOMAXPROCS(prev) }
+}
+
+// Collect collects the garbage the engine just dropped.
+func (process) Collect() { runtime.GC() }
