@@ -206,7 +206,7 @@ type StageCPU struct {
 	// pfns and numbering it, handing chunks over in order and, for a
 	// Placer, their places.
 	Reorder time.Duration
-	// Write is a Writer's WritePages, in order, one at a time: serial.
+	// Write is a Writer's WriteChunk, in order, one at a time: serial.
 	Write time.Duration
 	// Store is a Placer's WritePlaced, the workers' own writes at the
 	// places handed out: not serial in the pipeline. (The kernel holds a

@@ -126,7 +126,7 @@ func checkAbort(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout
 }
 
 // TestAbortPlacedKeepsOnlyLandedPages is TestAbortKeepsOnlyLandedPages for
-// a file written by placed chunks (Reserve, WriteReserved), as the copy
+// a file written by placed chunks (PlacedKdump: Place, WritePlaced), as the copy
 // pass's workers write it: the chunks are reserved in order but written in
 // a shuffled order, a write past the size limit fails and the others go
 // on, then Abort. Every page the cut bitmap keeps must have its complete

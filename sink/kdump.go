@@ -203,9 +203,6 @@ func newKdumpFile(out Output, m *Meta) (*kdumpFile, error) {
 	return k, nil
 }
 
-// Layout returns where each region of the file is.
-func (k *kdumpFile) Layout() kdumpfmt.Layout { return k.layout }
-
 // Written returns the number of bytes written so far.
 func (k *kdumpFile) Written() uint64 { return k.n.Load() }
 

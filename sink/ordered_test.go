@@ -40,7 +40,7 @@ func readAll(t *testing.T, path string) []byte {
 }
 
 // stream writes pd (prioritised, or in pfn order when pd.set is nil:
-// its chunks as they are) as a flattened stream, by WritePfns.
+// its chunks as they are) as a flattened stream, by Kdump.WriteChunk.
 func (pd *prioDump) stream(t *testing.T, meta *Meta) []byte {
 	t.Helper()
 	var buf bytes.Buffer

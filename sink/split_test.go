@@ -417,7 +417,7 @@ func TestSplitWriterCountsPages(t *testing.T) {
 	s, _ = NewSplit([]Output{&splitMem{}, &splitMem{}}, d.meta, bounds)
 	d.writeAll(t, s)
 	if err := s.WriteChunk(chunk.Chunk{Pages: []chunk.Page{{Zero: true}}, Data: nil}); err == nil {
-		t.Error("WritePages accepted a page past the last dumpable one")
+		t.Error("WriteChunk accepted a page past the last dumpable one")
 	}
 
 	for _, b := range [][]uint64{{0, 1000}, {0, 500, 900}, {0, 600, 500, 1000}, {1, 500, 1000}} {
