@@ -95,6 +95,7 @@ for vmcore in "$@"; do
 	want=1
 	case_ "kdump -l -L 8M (incomplete)" -l -d 31 -L 8M @V dump
 	case_ "kdump -l -L 8M --priority=on" -l -d 31 -L 8M --priority=on @V dump
+	case_ "kdump -l -L 8M --priority=off" -l -d 31 -L 8M --priority=off @V dump
 	want=0
 	case_ "ELF -E -d 31" -E -d 31 @V dump
 	case_ "ELF -E -d 1 --cyclic-buffer 64" -E -d 1 --cyclic-buffer 64 @V dump
