@@ -80,7 +80,8 @@ const (
 	PriorityOff
 )
 
-// Options are one dump, as plain data.
+// Options are one dump, as plain data (but Process, the running
+// program's hooks).
 type Options struct {
 	// Input is the vmcore, or a kdump-compressed dump (plain or flattened)
 	// to refilter or convert to another codec.
