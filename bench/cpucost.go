@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pagepipe/chunk"
 	"pagepipe/codec"
-	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
 )
 
@@ -80,7 +80,7 @@ func MeasureCPUCosts(n int) ([]CPUCost, error) {
 	}
 	zero := make([]byte, 4096)
 	run("zero check of a zero page", len(zero), n, func() {
-		if filter.IsZero(zero) {
+		if chunk.IsZero(zero) {
 			cpuCostSink.Add(1)
 		}
 	})

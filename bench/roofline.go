@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"pagepipe/chunk"
 	"pagepipe/codec"
 	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
@@ -208,7 +209,7 @@ func (j *FloorJob) measure(codecName string, dump, dir string) (Floor, error) {
 			}
 			for p := 0; p < len(b); p += int(ps) {
 				page := b[p : p+int(ps)]
-				if filter.IsZero(page) {
+				if chunk.IsZero(page) {
 					continue
 				}
 				f.PagesCompressed++

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"pagepipe/filter"
+	"pagepipe/chunk"
 	"pagepipe/internal/synth"
 )
 
@@ -41,7 +41,7 @@ func TestFloorHandlesWhatTheDumpMust(t *testing.T) {
 	for pfn := range job.plan.Dumpable.Ones() {
 		kept++
 		synth.Page(s, pfn, page)
-		if !filter.IsZero(page) {
+		if !chunk.IsZero(page) {
 			nonZero++
 		}
 	}

@@ -8,13 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"pagepipe/internal/runstats"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"pagepipe/dump"
 )
 
 // Runner runs a study's configurations as child processes.
@@ -171,7 +170,7 @@ func (r *Runner) one(ctx context.Context, c Config) (Run, error) {
 		}
 		return run, nil
 	}
-	cs, err := dump.ReadStats(statsFile)
+	cs, err := runstats.Read(statsFile)
 	if err != nil {
 		return Run{}, err
 	}
@@ -210,7 +209,7 @@ func watchHWM(pid int) func() int64 {
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v := dump.PeakRSSKiB(path); v > peak {
+			if v := runstats.PeakRSSKiB(path); v > peak {
 				peak = v
 			}
 			select {

@@ -1,31 +1,44 @@
 package dump
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"pagepipe/convert"
+	"pagepipe/kdumpfmt"
 	"slices"
 	"strings"
-
-	"pagepipe/sink"
-	"pagepipe/source"
 )
+
+// RearrangeOptions are one -R: a flattened stream rebuilt into a file.
+type RearrangeOptions struct {
+	// Stream is the flattened stream (standard input).
+	Stream io.Reader
+	// Path is the dump file to write.
+	Path string
+	// Force overwrites an existing file (-f).
+	Force bool
+	// DryRun reads and checks the stream and writes no file.
+	DryRun bool
+}
 
 // Rearrange rebuilds a dump file from a flattened stream (-R). A stream
 // that is not flattened leaves no file behind. A kdump-compressed stream
 // that ends before its end marker (its writer was stopped, or the disk it
 // went to filled up) is rebuilt as far as it goes into a dump marked
-// incomplete, which is kept (sink.FinishCut), and an IncompleteError says
-// how many pages were lost; one cut before its headers and bitmaps landed,
-// or an ELF stream cut short, leaves no file. With dryRun the stream is
-// read and checked and no file is written.
-func Rearrange(stream io.Reader, path string, force, dryRun bool) error {
-	if dryRun {
+// incomplete, which is kept (convert.FinishCut), and an IncompleteError
+// says how many pages were lost; one cut before its headers and bitmaps
+// landed, or an ELF stream cut short, leaves no file, and so does a
+// rebuild that ctx stops.
+func Rearrange(ctx context.Context, o RearrangeOptions) error {
+	stream, path, force := o.Stream, o.Path, o.Force
+	if o.DryRun {
 		if err := checkOutput(path, force); err != nil {
 			return err
 		}
-		if _, err := source.Rearrange(stream, devNull{}); err != nil {
+		if _, err := convert.Rearrange(ctx, stream, devNull{}); err != nil {
 			return fmt.Errorf("rearrange stdin (--dry-run, no file written): %w", err)
 		}
 		return nil
@@ -34,8 +47,8 @@ func Rearrange(stream io.Reader, path string, force, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = source.Rearrange(stream, f)
-	var cut *source.CutError
+	_, err = convert.Rearrange(ctx, stream, f)
+	var cut *kdumpfmt.CutError
 	if errors.As(err, &cut) {
 		if err = finishCut(f, path, cut); err == nil || errors.Is(err, ErrIncomplete) {
 			return err
@@ -52,7 +65,7 @@ func Rearrange(stream io.Reader, path string, force, dryRun bool) error {
 // finishCut closes f, the file rebuilt from a stream cut short, and
 // leaves it a dump marked incomplete (an IncompleteError), or returns why
 // it cannot be one.
-func finishCut(f *os.File, path string, cut *source.CutError) error {
+func finishCut(f *os.File, path string, cut *kdumpfmt.CutError) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
@@ -60,7 +73,7 @@ func finishCut(f *os.File, path string, cut *source.CutError) error {
 	if err != nil {
 		return err
 	}
-	kept, lost, err := sink.FinishCut(rw, cut.End)
+	kept, lost, err := convert.FinishCut(rw, cut.End)
 	if cerr := rw.Close(); err == nil {
 		err = cerr
 	}
@@ -70,12 +83,23 @@ func finishCut(f *os.File, path string, cut *source.CutError) error {
 	return &IncompleteError{Err: fmt.Errorf("%s rebuilt from a flattened stream cut short: %d pages kept, %d lost", path, kept, lost)}
 }
 
+// ReassembleOptions are one --reassemble: split files joined into one.
+type ReassembleOptions struct {
+	// Parts are the split files, in any order.
+	Parts []string
+	// Path is the dump file to write.
+	Path string
+	// Force overwrites an existing file (-f).
+	Force bool
+}
+
 // Reassemble joins split dump files, pagepipe's or makedumpfile's, given
 // in any order, into the one dump they were cut from (--reassemble). From
 // incomplete parts it makes a dump marked incomplete, kept, and returns
-// an IncompleteError.
-func Reassemble(parts []string, out string, force bool) error {
-	set, err := sink.OpenSplitSet(parts)
+// an IncompleteError. A join that ctx stops leaves no file.
+func Reassemble(ctx context.Context, o ReassembleOptions) error {
+	parts, out, force := o.Parts, o.Path, o.Force
+	set, err := convert.OpenSplitSet(parts)
 	if err != nil {
 		return err
 	}
@@ -86,7 +110,7 @@ func Reassemble(parts []string, out string, force bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := set.Reassemble(f); err != nil {
+	if _, err := set.Reassemble(ctx, f); err != nil {
 		f.Close()
 		os.Remove(out)
 		return fmt.Errorf("reassemble into %s: %w", out, err)

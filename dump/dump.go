@@ -27,6 +27,7 @@ import (
 	"pagepipe/codec"
 	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
+	"pagepipe/internal/runstats"
 	"pagepipe/pipeline"
 	"pagepipe/source"
 )
@@ -79,7 +80,8 @@ const (
 	PriorityOff
 )
 
-// Options are one dump, as plain data.
+// Options are one dump, as plain data (but Process, the running
+// program's hooks).
 type Options struct {
 	// Input is the vmcore, or a kdump-compressed dump (plain or flattened)
 	// to refilter or convert to another codec.
@@ -154,6 +156,23 @@ type Options struct {
 	// its own name ("The makedumpfile operation may be incomplete.").
 	Program string
 	Out     Output
+	// Process, when set, makes the process-wide settings the passes want
+	// (cmd/pagepipe's); the engine makes none itself.
+	Process Process
+}
+
+// Process is what the program that runs the engine sets for the whole
+// process around the engine's passes: the engine is a library, and the
+// runtime's settings are the program's.
+type Process interface {
+	// CopyPass is called as a copy pass starts, with the number of its
+	// workers that run, and what it returns as the pass ends.
+	CopyPass(workers int) (done func())
+	// Collect is called where the engine has just dropped garbage that
+	// would otherwise be collected in the middle of the copy pass (the
+	// priority search's), while its memory may still serve the copy
+	// pass's buffers.
+	Collect()
 }
 
 // Output is where a dump goes and in which shape.
@@ -271,12 +290,12 @@ type FilterStats struct {
 	ScanWall time.Duration
 }
 
-// Stats returns what the bench reads about the dump (see Stats), with the
-// process's GOMAXPROCS and peak RSS as it is now.
-func (r Result) Stats() Stats {
+// Stats returns what the bench reads about the dump (runstats.Stats), with
+// the process's GOMAXPROCS and peak RSS as it is now.
+func (r Result) Stats() runstats.Stats {
 	f, s := r.Filter, r.Copy
 	sec := func(d time.Duration) float64 { return d.Seconds() }
-	return Stats{
+	return runstats.Stats{
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
 		Workers:     r.Workers,
 		Pfns:        f.Pfns,
@@ -284,7 +303,7 @@ func (r Result) Stats() Stats {
 		Dumped:      s.Pages,
 		ZeroPages:   s.ZeroPages,
 		DataBytes:   s.DataBytes,
-		MaxRSSKiB:   PeakRSSKiB("/proc/self/status"),
+		MaxRSSKiB:   runstats.PeakRSSKiB("/proc/self/status"),
 		MinorFaults: cpuclock.Faults(),
 		CopyFaults:  s.Faults,
 		FilterWall:  sec(f.Wall),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/filter"
 	"pagepipe/pipeline"
 	"pagepipe/sink"
@@ -115,10 +116,10 @@ type zeroMarker struct {
 	zeros uint64
 }
 
-func (z *zeroMarker) WritePages(pfns []uint64, pages []sink.Page, _ []byte) error {
-	for i, p := range pages {
+func (z *zeroMarker) WriteChunk(c chunk.Chunk) error {
+	for i, p := range c.Pages {
 		if p.Zero {
-			z.keep.Clear(pfns[i])
+			z.keep.Clear(c.Pfns[i])
 			z.zeros++
 		}
 	}
@@ -137,7 +138,7 @@ func (e *elfFile) open(outs []sink.Output) (shape, error) {
 	if err != nil {
 		return nil, err
 	}
-	return elfShape{w}, nil
+	return w, nil
 }
 
 // pages are the pages of the layout's page runs, in file order.
@@ -176,12 +177,3 @@ func (e *elfFile) report(r *Result) {
 }
 
 func (*elfFile) what() string { return "headers" }
-
-// elfShape is sink.ELF as a shape.
-type elfShape struct{ *sink.ELF }
-
-func (e elfShape) WritePages(_ []uint64, pages []sink.Page, data []byte) error {
-	return e.ELF.WritePages(pages, data)
-}
-
-func (e elfShape) Abort() ([]int, error) { return []int{0}, e.ELF.Abort() }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"pagepipe/chunk"
 	"pagepipe/codec"
-	"pagepipe/filter"
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 	"pagepipe/priority"
@@ -232,7 +232,7 @@ func isSharedZeroPage(d *source.Dump, pfn uint64) (bool, error) {
 	if err := d.ReadPage(pfn, page); err != nil {
 		return false, fmt.Errorf("read pfn %d: %w", pfn, err)
 	}
-	return filter.IsZero(page), nil
+	return chunk.IsZero(page), nil
 }
 
 // inspectELF prints an ELF dump's (or vmcore's) headers: the machine,

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"pagepipe/chunk"
 	"pagepipe/filter"
 	"pagepipe/source"
 )
@@ -115,7 +116,7 @@ func ComputeMemUsage(ctx context.Context, o MemUsageOptions) (*MemUsage, error) 
 // countZero counts the zero pages among those the plan keeps, on workers
 // goroutines, each over its own run of pfns with its own reader.
 func countZero(ctx context.Context, v *source.Vmcore, plan *filter.Plan, workers int) (uint64, error) {
-	const chunk = 1 << 16
+	const span = 1 << 16
 	var next atomic.Uint64
 	var zero atomic.Uint64
 	g, ctx := errgroup.WithContext(ctx)
@@ -127,21 +128,21 @@ func countZero(ctx context.Context, v *source.Vmcore, plan *filter.Plan, workers
 			mu.Unlock()
 			defer r.Close()
 			for {
-				lo := next.Add(chunk) - chunk
+				lo := next.Add(span) - span
 				if lo >= plan.MaxMapnr {
 					return nil
 				}
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				hi := min(lo+chunk, plan.MaxMapnr)
+				hi := min(lo+span, plan.MaxMapnr)
 				var n uint64
 				for pfn := plan.Dumpable.NextSet(lo); pfn < hi; pfn = plan.Dumpable.NextSet(pfn + 1) {
 					p, err := r.Page(pfn)
 					if err != nil {
 						return fmt.Errorf("read pfn %#x: %w", pfn, err)
 					}
-					if filter.IsZero(p) {
+					if chunk.IsZero(p) {
 						n++
 					}
 				}

@@ -16,6 +16,7 @@ import (
 	"pagepipe/debuginfo"
 	"pagepipe/erase"
 	"pagepipe/filter"
+	"pagepipe/internal/memprobe"
 	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 	"pagepipe/sink"
@@ -172,7 +173,7 @@ func prepare(ctx context.Context, o *Options, ev Events, level Level) (in *input
 	if in.vmcore != nil && o.useMmap() {
 		// The windows stay mapped while their page tables (a 512th of
 		// what they map) come to a quarter of the bitmap budget at most.
-		avail, _ := filter.Available()
+		avail, _ := memprobe.Available()
 		keep := int64(cycle.ChooseBudget(avail).Bytes) / 4 * 512
 		in.vmcore.KeepWindows(keep)
 		ev.Notef(Debug, "the readers keep their windows of the vmcore while they map at most %d bytes\n", keep)
@@ -329,7 +330,7 @@ func cycleOf(o *Options, ev Events) filter.Cycle {
 		c.Dumpfiles = len(o.Out.Paths)
 	}
 	var err error
-	if c.MemFree, err = filter.MemFree(); err != nil {
+	if c.MemFree, err = memprobe.MemFree(); err != nil {
 		ev.Notef(Debug, "%v: taking the bitmaps as built in cycles\n", err)
 	}
 	return c
@@ -346,17 +347,12 @@ func partialPages(o *Options, ev Events, c filter.Cycle, maxMapnr uint64) source
 	return source.PartialPages{LastPresent: one, KeepData: o.KeepPartialData}
 }
 
-// AvailableMemory is the memory the process may still use: MemAvailable,
-// or less where its cgroup sets a limit. The default bitmap budget is cut
-// from it, and the program's collection limit (cmd/pagepipe).
-func AvailableMemory() (uint64, error) { return filter.Available() }
-
 // cycleWindow is how many pfns of the 2nd bitmap the dump holds at a time
 // (filter.NewPlan's window): the budget's bits (filter.Cycle.ChooseBudget),
 // printed as makedumpfile prints its buffer. -e needs the whole bitmap
 // (0): its vmemmap pages lie anywhere in memory.
 func cycleWindow(o *Options, ev Events, c filter.Cycle) uint64 {
-	avail, err := filter.Available()
+	avail, err := memprobe.Available()
 	if err != nil && o.CyclicBufferKiB == 0 {
 		ev.Notef(Debug, "%v: the bitmap budget is the least one\n", err)
 	}

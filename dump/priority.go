@@ -3,7 +3,6 @@ package dump
 import (
 	"io"
 	"os"
-	"runtime"
 	"time"
 
 	"pagepipe/priority"
@@ -86,7 +85,9 @@ func (j *job) priorityOrder() *priority.Order {
 	// The search's garbage (the log's records, the walk's errors) is
 	// collected here, not in the middle of the copy pass; its memory stays
 	// for the copy pass's buffers.
-	runtime.GC()
+	if p := j.o.Process; p != nil {
+		p.Collect()
+	}
 	j.res.Priority = PriorityStats{Found: set.Len(), Pages: ord.Len(), Wall: time.Since(start)}
 	j.ev.Notef(Progress, "Priority pages first: %d pages of %d (%s)\n", ord.Len(), j.in.meta.NumDumpable, time.Since(start).Round(time.Millisecond))
 	for _, c := range set.Classes {

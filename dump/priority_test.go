@@ -64,7 +64,7 @@ func TestPrioritySplitStopped(t *testing.T) {
 		t.Fatalf("Run: %v (priority set %d pages), want incomplete parts\n%s", err, ev.prio, ev.String())
 	}
 	joined := filepath.Join(dir, "joined")
-	if err := Reassemble(parts, joined, false); !errors.Is(err, ErrIncomplete) {
+	if err := Reassemble(context.Background(), ReassembleOptions{Parts: parts, Path: joined}); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("Reassemble: %v, want an incomplete dump", err)
 	}
 	want, wantPages := priorityHeld(t, complete)

@@ -130,7 +130,7 @@ func TestRunFlattened(t *testing.T) {
 	var stream bytes.Buffer
 	o.Out = Output{Stream: &stream}
 	run(t, o)
-	if err := Rearrange(&stream, rebuilt, false, false); err != nil {
+	if err := Rearrange(context.Background(), RearrangeOptions{Stream: &stream, Path: rebuilt}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := readFile(t, plain), readFile(t, rebuilt); !bytes.Equal(a, b) {
@@ -198,7 +198,7 @@ func TestRunSplit(t *testing.T) {
 		t.Errorf("the parts hold %d pages, %d bytes; Result says %d, %d", pages, written, res.Copy.Pages, res.Written)
 	}
 	run(t, Options{Input: vmcore, Levels: []Level{1}, Codec: "zstd", Out: Output{Paths: []string{whole}}})
-	if err := Reassemble(parts, joined, false); err != nil {
+	if err := Reassemble(context.Background(), ReassembleOptions{Parts: parts, Path: joined}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := readFile(t, whole), readFile(t, joined); !bytes.Equal(a, b) {

@@ -71,7 +71,7 @@ func (l *splitFiles) open(outs []sink.Output) (shape, error) {
 			return nil, err
 		}
 	}
-	return splitShape{s}, nil
+	return s, nil
 }
 
 func (l *splitFiles) pages() (pipeline.Pfns, uint64, bool) {
@@ -83,13 +83,6 @@ func (l *splitFiles) pages() (pipeline.Pfns, uint64, bool) {
 
 func (*splitFiles) report(*Result) {}
 func (*splitFiles) what() string   { return "headers and bitmaps" }
-
-// splitShape is sink.Split as a shape.
-type splitShape struct{ *sink.Split }
-
-func (s splitShape) WritePages(pfns []uint64, pages []sink.Page, data []byte) error {
-	return s.Split.WritePfns(pfns, pages, data)
-}
 
 // distinctFiles refuses a command line that names one file twice among
 // the vmcore and the outputs (with -f, a second open would truncate it).

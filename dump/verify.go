@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"pagepipe/filter"
+	"pagepipe/chunk"
 	"pagepipe/source"
 )
 
@@ -76,7 +76,7 @@ func verify(vmcorePath, dumpPath string, w io.Writer) error {
 				// is most often one the page scan left out (free,
 				// cache or user memory when the copy pass read its
 				// struct page again), not a change: counted apart.
-				if filter.IsZero(got) {
+				if chunk.IsZero(got) {
 					zeroed++
 				} else {
 					changed++
@@ -145,7 +145,7 @@ func verifyELF(v *source.Vmcore, path, name string, w io.Writer) error {
 				ps := v.PageSize()
 				for p := uint64(0); p < n; p += ps {
 					if g := got[p:min(p+ps, n)]; !bytes.Equal(g, want[p:min(p+ps, n)]) {
-						if filter.IsZero(g) {
+						if chunk.IsZero(g) {
 							zeroed++ // as in a kdump file's (verify)
 						} else {
 							changed++

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pagepipe/bitmap"
 	"pagepipe/erase"
 	"pagepipe/pipeline"
 	"pagepipe/priority"
@@ -19,18 +20,23 @@ import (
 )
 
 // shape is what every output shape's writer is to the engine once its
-// headers are written: the copy pass writes into it, then Close completes
-// it or, when the dump cannot finish, Abort leaves it valid and marked
-// incomplete. So the copy pass and the end of a dump are written once.
+// headers are written: the copy pass writes into it (it is a
+// pipeline.Writer or a pipeline.Placer), then Close completes it or, when
+// the dump cannot finish, Abort leaves it valid and marked incomplete. So
+// the copy pass and the end of a dump are written once.
 type shape interface {
-	pipeline.Writer
 	// Close completes the dump: what is buffered, the last descriptors.
 	Close() error
-	// Abort leaves the dump valid and marked incomplete; parts are the
-	// indexes of the files left incomplete (one file: [0]).
-	Abort() (parts []int, err error)
+	// Abort leaves the dump valid and marked incomplete.
+	Abort() error
 	// Written is the bytes of output so far.
 	Written() uint64
+}
+
+// partsLeft is a shape of several files (sink.Split): Incomplete names
+// those Abort left incomplete. A shape of one file leaves that one.
+type partsLeft interface {
+	Incomplete() []int
 }
 
 // A layout is one output shape before any file exists: what it checks,
@@ -131,7 +137,11 @@ func (j *job) stop(s shape, t *targets, err error) error {
 		}
 		return err
 	}
-	parts, aerr := s.Abort()
+	aerr := s.Abort()
+	parts := []int{0}
+	if p, ok := s.(partsLeft); ok {
+		parts = p.Incomplete()
+	}
 	ferr := t.finish()
 	if aerr != nil || ferr != nil {
 		// The files may not be valid: say so, not "incomplete".
@@ -164,12 +174,20 @@ func incomplete(err error, name string, limit int64) *IncompleteError {
 	return &IncompleteError{Err: err, Full: full}
 }
 
-// copyPass runs the pipeline over pfns into w, with the progress and the
+// copyPass runs the pipeline over pfns into s, with the progress and the
 // STEP timing.
-func (j *job) copyPass(ctx context.Context, w pipeline.Writer, pfns pipeline.Pfns, total uint64, raw bool) error {
+func (j *job) copyPass(ctx context.Context, s shape, pfns pipeline.Pfns, total uint64, raw bool) error {
 	const label = "Copying data"
 	start := time.Now()
-	cfg := j.pipelineConfig(pfns, total, w, j.ev.Begin(label, total, j.in.mem.PageSize()))
+	cfg := j.pipelineConfig(pfns, total, nil, j.ev.Begin(label, total, j.in.mem.PageSize()))
+	switch w := s.(type) {
+	case pipeline.Placer:
+		cfg.Placer = w
+	case pipeline.Writer:
+		cfg.Writer = w
+	default:
+		return fmt.Errorf("copy pass: %T takes no chunks", s)
+	}
 	if e := j.erasure; e != nil {
 		newReader := cfg.NewReader
 		cfg.NewReader = func() pipeline.PageReader { return &erasingReader{PageReader: newReader(), e: e} }
@@ -223,7 +241,16 @@ func (j *job) pipelineConfig(pfns pipeline.Pfns, total uint64, w pipeline.Writer
 		Writer:       w,
 		Progress:     progress,
 		NewRevisitor: j.in.live.newRevisitor(),
+		Running:      j.running(),
 	}
+}
+
+// running is the copy pass's process-wide settings (Options.Process).
+func (j *job) running() func(int) func() {
+	if j.o.Process == nil {
+		return nil
+	}
+	return j.o.Process.CopyPass
 }
 
 // useMmap decides how pages are read: mmap windows for /proc/vmcore or
@@ -404,25 +431,37 @@ type kdumpLayout struct {
 	prio *priority.Order
 }
 
-// open makes a file's writer a placer, whose chunks the copy pass's
-// workers write themselves at the places it hands out in order; a
-// flattened stream's records must come in one order, so it is written in
-// order.
+// open makes a file's writer a sink.PlacedKdump, whose chunks the copy
+// pass's workers write themselves at the places it hands out in order; a
+// flattened stream's records must come in one order, so it is a
+// sink.Kdump, written in order.
 func (l kdumpLayout) open(outs []sink.Output) (shape, error) {
-	k, err := sink.NewKdump(outs[0], l.meta)
+	var prio *bitmap.Bitmap
+	if l.prio != nil {
+		prio = l.prio.Set()
+	}
+	if _, stream := outs[0].(*sink.Flat); stream {
+		k, err := sink.NewKdump(outs[0], l.meta)
+		if err != nil {
+			return nil, err
+		}
+		if prio != nil {
+			if err := k.SetPriority(prio); err != nil {
+				return nil, err
+			}
+		}
+		return k, nil
+	}
+	k, err := sink.NewPlacedKdump(outs[0], l.meta)
 	if err != nil {
 		return nil, err
 	}
-	_, stream := outs[0].(*sink.Flat)
-	if l.prio != nil {
-		if err := k.SetPriority(l.prio.Set(), stream); err != nil {
+	if prio != nil {
+		if err := k.SetPriority(prio); err != nil {
 			return nil, err
 		}
 	}
-	if stream {
-		return kdumpShape{k}, nil
-	}
-	return placedKdump{kdumpShape{k}}, nil
+	return k, nil
 }
 
 func (l kdumpLayout) pages() (pipeline.Pfns, uint64, bool) {
@@ -434,23 +473,3 @@ func (l kdumpLayout) pages() (pipeline.Pfns, uint64, bool) {
 
 func (kdumpLayout) report(*Result) {}
 func (kdumpLayout) what() string   { return "headers and bitmaps" }
-
-// kdumpShape is sink.Kdump as a shape.
-type kdumpShape struct{ *sink.Kdump }
-
-func (k kdumpShape) WritePages(pfns []uint64, pages []sink.Page, data []byte) error {
-	return k.Kdump.WritePfns(pfns, pages, data)
-}
-
-func (k kdumpShape) Abort() ([]int, error) { return []int{0}, k.Kdump.Abort() }
-
-// placedKdump is sink.Kdump as a pipeline.Placer.
-type placedKdump struct{ kdumpShape }
-
-func (k placedKdump) Place(pages []sink.Page, dataLen int) (sink.Place, error) {
-	return k.Kdump.Reserve(pages, dataLen)
-}
-
-func (k placedKdump) WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, data []byte) error {
-	return k.Kdump.WriteReserved(at, pfns, pages, data)
-}

@@ -2,12 +2,15 @@ package dump
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/pipeline"
 	"pagepipe/sink"
 )
@@ -15,10 +18,10 @@ import (
 // abortOnly is a shape whose Abort succeeds.
 type abortOnly struct{}
 
-func (abortOnly) WritePages([]uint64, []sink.Page, []byte) error { return nil }
-func (abortOnly) Close() error                                   { return nil }
-func (abortOnly) Abort() ([]int, error)                          { return []int{0}, nil }
-func (abortOnly) Written() uint64                                { return 0 }
+func (abortOnly) WriteChunk(chunk.Chunk) error { return nil }
+func (abortOnly) Close() error                 { return nil }
+func (abortOnly) Abort() error                 { return nil }
+func (abortOnly) Written() uint64              { return 0 }
 
 // A dump that stopped (here: a full disk) and whose file then fails to
 // close (as an NFS close() can) does not pass for a valid incomplete dump:
@@ -53,13 +56,33 @@ func TestStopReportsCloseErrors(t *testing.T) {
 	}
 }
 
-// A flattened stream's records must come in one order: its writer is not
-// a pipeline.Placer (whose chunks the workers write at once), a file's is.
+// A flattened stream's records must come in one order: its writer is a
+// pipeline.Writer, not a pipeline.Placer (whose chunks the workers write
+// at once); a file's is a Placer.
 func TestOnlyFilesArePlaced(t *testing.T) {
-	if _, ok := any(kdumpShape{}).(pipeline.Placer); ok {
-		t.Error("kdumpShape (a flattened stream's writer) is a Placer")
+	m := bitmap.New(64)
+	m.SetRange(0, 64)
+	l := kdumpLayout{meta: &sink.Meta{BlockSize: 4096, MaxMapnr: 64, Present: m, Dumpable: m, NumDumpable: 64}}
+	flat, err := sink.NewFlat(io.Discard, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := any(placedKdump{}).(pipeline.Placer); !ok {
-		t.Error("placedKdump is not a Placer")
+	for _, c := range []struct {
+		name   string
+		out    sink.Output
+		placed bool
+	}{
+		{"flattened stream", flat, false},
+		{"file", devNull{}, true},
+	} {
+		s, err := l.open([]sink.Output{c.out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, placer := s.(pipeline.Placer)
+		_, writer := s.(pipeline.Writer)
+		if placer != c.placed || writer == c.placed {
+			t.Errorf("%s: %T is a Placer %v, a Writer %v; want a Placer %v", c.name, s, placer, writer, c.placed)
+		}
 	}
 }

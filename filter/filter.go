@@ -5,7 +5,6 @@ package filter
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -198,23 +197,4 @@ func (c *cycles) make(m *bitmap.Bitmap, lo, hi uint64) error {
 		c.made = hi
 	}
 	return nil
-}
-
-// IsZero reports whether page is all zero bytes. It ORs 64-bit words, four
-// at a time: the check runs on every copied page, so it must run at memory
-// speed.
-func IsZero(page []byte) bool {
-	le := binary.LittleEndian
-	for len(page) >= 32 {
-		if le.Uint64(page)|le.Uint64(page[8:])|le.Uint64(page[16:])|le.Uint64(page[24:]) != 0 {
-			return false
-		}
-		page = page[32:]
-	}
-	for _, c := range page {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -52,11 +52,15 @@ const (
 	CompressionMask = StatusZlib | StatusLZO | StatusSnappy | StatusZstd | StatusLZ4
 )
 
-// Header is disk_dump_header, as laid out on x86_64.
+// Header is disk_dump_header, as laid out on x86_64: its fields, in order
+// and with the padding before the timestamp, are the 464 bytes on disk
+// (encoding/binary encodes it; no offset is written out but StatusOffset,
+// which TestHeaderRoundTrip checks against the encoding).
 type Header struct {
 	Signature     [8]byte
 	HeaderVersion int32
 	Utsname       [UtsnameSize]byte // sysname, nodename, release, version, machine, domainname
+	_             [6]byte           // the timeval's alignment
 	TimestampSec  int64             // CRASHTIME from VMCOREINFO
 	TimestampUsec int64
 	Status        uint32
@@ -85,25 +89,7 @@ func (h *Header) Utsfield(i int) string {
 const StatusOffset = 424
 
 // Marshal encodes the header into its 464 on-disk bytes.
-func (h *Header) Marshal() []byte {
-	b := make([]byte, HeaderSize)
-	copy(b[0:8], h.Signature[:])
-	le.PutUint32(b[8:], uint32(h.HeaderVersion))
-	copy(b[12:402], h.Utsname[:])
-	le.PutUint64(b[408:], uint64(h.TimestampSec))
-	le.PutUint64(b[416:], uint64(h.TimestampUsec))
-	le.PutUint32(b[StatusOffset:], h.Status)
-	le.PutUint32(b[428:], uint32(h.BlockSize))
-	le.PutUint32(b[432:], uint32(h.SubHdrSize))
-	le.PutUint32(b[436:], h.BitmapBlocks)
-	le.PutUint32(b[440:], h.MaxMapnr)
-	le.PutUint32(b[444:], h.TotalRAM)
-	le.PutUint32(b[448:], h.DeviceBlocks)
-	le.PutUint32(b[452:], h.WrittenBlocks)
-	le.PutUint32(b[456:], h.CurrentCPU)
-	le.PutUint32(b[460:], uint32(h.NrCPUs))
-	return b
-}
+func (h *Header) Marshal() []byte { return marshal(h, HeaderSize) }
 
 // UnmarshalHeader decodes and sanity-checks a main header.
 func UnmarshalHeader(b []byte) (*Header, error) {
@@ -111,24 +97,10 @@ func UnmarshalHeader(b []byte) (*Header, error) {
 		return nil, fmt.Errorf("kdump header: %d bytes, want %d", len(b), HeaderSize)
 	}
 	h := &Header{}
-	copy(h.Signature[:], b[0:8])
+	unmarshal(b, h)
 	if string(h.Signature[:]) != Signature && string(h.Signature[:]) != "DISKDUMP" {
 		return nil, fmt.Errorf("kdump header: bad signature %q", h.Signature[:])
 	}
-	h.HeaderVersion = int32(le.Uint32(b[8:]))
-	copy(h.Utsname[:], b[12:402])
-	h.TimestampSec = int64(le.Uint64(b[408:]))
-	h.TimestampUsec = int64(le.Uint64(b[416:]))
-	h.Status = le.Uint32(b[StatusOffset:])
-	h.BlockSize = int32(le.Uint32(b[428:]))
-	h.SubHdrSize = int32(le.Uint32(b[432:]))
-	h.BitmapBlocks = le.Uint32(b[436:])
-	h.MaxMapnr = le.Uint32(b[440:])
-	h.TotalRAM = le.Uint32(b[444:])
-	h.DeviceBlocks = le.Uint32(b[448:])
-	h.WrittenBlocks = le.Uint32(b[452:])
-	h.CurrentCPU = le.Uint32(b[456:])
-	h.NrCPUs = int32(le.Uint32(b[460:]))
 	switch {
 	case h.BlockSize < 512 || h.BlockSize > 1<<20 || h.BlockSize&(h.BlockSize-1) != 0:
 		return nil, fmt.Errorf("kdump header: bad block size %d", h.BlockSize)
@@ -140,7 +112,8 @@ func UnmarshalHeader(b []byte) (*Header, error) {
 	return h, nil
 }
 
-// SubHeader is kdump_sub_header for 64-bit hosts.
+// SubHeader is kdump_sub_header for 64-bit hosts: its fields, in order,
+// are the 104 bytes on disk.
 type SubHeader struct {
 	PhysBase         uint64
 	DumpLevel        int32
@@ -159,35 +132,32 @@ type SubHeader struct {
 }
 
 // Marshal encodes the sub header into its 104 on-disk bytes.
-func (s *SubHeader) Marshal() []byte {
-	b := make([]byte, SubHeaderSize)
-	le.PutUint64(b[0:], s.PhysBase)
-	le.PutUint32(b[8:], uint32(s.DumpLevel))
-	le.PutUint32(b[12:], uint32(s.Split))
-	for i, v := range []uint64{s.StartPFN, s.EndPFN, s.OffsetVmcoreinfo, s.SizeVmcoreinfo,
-		s.OffsetNote, s.SizeNote, s.OffsetEraseinfo, s.SizeEraseinfo,
-		s.StartPFN64, s.EndPFN64, s.MaxMapnr64} {
-		le.PutUint64(b[16+8*i:], v)
-	}
-	return b
-}
+func (s *SubHeader) Marshal() []byte { return marshal(s, SubHeaderSize) }
 
 // UnmarshalSubHeader decodes a sub header.
 func UnmarshalSubHeader(b []byte) (*SubHeader, error) {
 	if len(b) < SubHeaderSize {
 		return nil, fmt.Errorf("kdump sub header: %d bytes, want %d", len(b), SubHeaderSize)
 	}
-	s := &SubHeader{
-		PhysBase:  le.Uint64(b[0:]),
-		DumpLevel: int32(le.Uint32(b[8:])),
-		Split:     int32(le.Uint32(b[12:])),
-	}
-	for i, p := range []*uint64{&s.StartPFN, &s.EndPFN, &s.OffsetVmcoreinfo, &s.SizeVmcoreinfo,
-		&s.OffsetNote, &s.SizeNote, &s.OffsetEraseinfo, &s.SizeEraseinfo,
-		&s.StartPFN64, &s.EndPFN64, &s.MaxMapnr64} {
-		*p = le.Uint64(b[16+8*i:])
-	}
+	s := &SubHeader{}
+	unmarshal(b, s)
 	return s, nil
+}
+
+// marshal encodes a header struct of size bytes, little-endian.
+func marshal(v any, size int) []byte {
+	b, err := binary.Append(make([]byte, 0, size), le, v)
+	if err != nil || len(b) != size {
+		panic(fmt.Sprintf("kdumpfmt: %T encodes to %d bytes (%v), want %d", v, len(b), err, size))
+	}
+	return b
+}
+
+// unmarshal decodes a header struct from b, which holds enough bytes.
+func unmarshal(b []byte, v any) {
+	if _, err := binary.Decode(b, le, v); err != nil {
+		panic(fmt.Sprintf("kdumpfmt: decode %T from %d bytes: %v", v, len(b), err))
+	}
 }
 
 // PageDesc locates one dumped page's data.
@@ -198,73 +168,82 @@ type PageDesc struct {
 	PageFlags uint64 // unused, always 0
 }
 
+// The offsets of PageDesc's fields on disk. (A descriptor is encoded once
+// per page, too often for encoding/binary's reflection.)
+const (
+	descOffset    = 0
+	descSize      = 8
+	descFlags     = 12
+	descPageFlags = 16
+)
+
 // Put encodes d into b[:24].
 func (d PageDesc) Put(b []byte) {
-	le.PutUint64(b[0:], uint64(d.Offset))
-	le.PutUint32(b[8:], d.Size)
-	le.PutUint32(b[12:], d.Flags)
-	le.PutUint64(b[16:], d.PageFlags)
+	le.PutUint64(b[descOffset:], uint64(d.Offset))
+	le.PutUint32(b[descSize:], d.Size)
+	le.PutUint32(b[descFlags:], d.Flags)
+	le.PutUint64(b[descPageFlags:], d.PageFlags)
 }
 
 // UnmarshalPageDesc decodes b[:24].
 func UnmarshalPageDesc(b []byte) PageDesc {
 	return PageDesc{
-		Offset:    int64(le.Uint64(b[0:])),
-		Size:      le.Uint32(b[8:]),
-		Flags:     le.Uint32(b[12:]),
-		PageFlags: le.Uint64(b[16:]),
+		Offset:    int64(le.Uint64(b[descOffset:])),
+		Size:      le.Uint32(b[descSize:]),
+		Flags:     le.Uint32(b[descFlags:]),
+		PageFlags: le.Uint64(b[descPageFlags:]),
 	}
 }
 
-// Regions is where a kdump file's bitmaps and descriptors lie as its own
-// header and sub header say (a file read back: makedumpfile's, or cut
-// short), and how many pfns its bitmaps cover.
-type Regions struct {
-	MaxMapnr   uint64 // max_mapnr_64 from header version 6 on, else max_mapnr
-	BitmapSize uint64 // bytes of each bitmap
-	Bitmap1    uint64
-	Bitmap2    uint64
-	Descs      uint64
-}
-
-// RegionsOf reads the regions off a file's header and sub header.
-func RegionsOf(h *Header, s *SubHeader) Regions {
-	bs := uint64(h.BlockSize)
-	r := Regions{MaxMapnr: uint64(h.MaxMapnr), BitmapSize: uint64(h.BitmapBlocks) / 2 * bs}
-	if h.HeaderVersion >= 6 {
-		r.MaxMapnr = s.MaxMapnr64
-	}
-	r.Bitmap1 = (1 + uint64(h.SubHdrSize)) * bs
-	r.Bitmap2 = r.Bitmap1 + r.BitmapSize
-	r.Descs = r.Bitmap2 + r.BitmapSize
-	return r
-}
-
-// Layout is where each region of a kdump file starts, all derived from four
-// numbers; see the package doc.
+// Layout is where each region of a kdump file starts; see the package
+// doc. One calculation places them, from the file's header and sub
+// header (LayoutOf: a file read back, makedumpfile's or cut short) or
+// from what a dump holds (NewLayout: a file to write).
 type Layout struct {
 	BlockSize    uint64
 	SubHdrBlocks uint64 // ceil((104 + notes) / block)
 	BitmapBlocks uint64 // both bitmaps
+	MaxMapnr     uint64 // the pfns the bitmaps cover
+	BitmapSize   uint64 // bytes of each bitmap
 	NoteOffset   uint64 // block + 104
 	Bitmap1      uint64
 	Bitmap2      uint64
 	Descs        uint64
-	Data         uint64 // first byte after the descriptor array
+	Data         uint64 // first byte after the descriptor array (LayoutOf: 0, unknown)
 }
 
 // NewLayout computes the layout for a dump of maxMapnr pfns, noteSize bytes
 // of notes and numDescs page descriptors.
 func NewLayout(blockSize, noteSize, maxMapnr, numDescs uint64) Layout {
-	l := Layout{BlockSize: blockSize}
-	l.SubHdrBlocks = (SubHeaderSize + noteSize + blockSize - 1) / blockSize
-	l.BitmapBlocks = 2 * BitmapBlocksPerHalf(blockSize, maxMapnr)
-	l.NoteOffset = blockSize + SubHeaderSize
-	l.Bitmap1 = (1 + l.SubHdrBlocks) * blockSize
-	l.Bitmap2 = l.Bitmap1 + l.BitmapBlocks/2*blockSize
-	l.Descs = l.Bitmap1 + l.BitmapBlocks*blockSize
+	l := Layout{BlockSize: blockSize, MaxMapnr: maxMapnr,
+		SubHdrBlocks: (SubHeaderSize + noteSize + blockSize - 1) / blockSize,
+		BitmapBlocks: 2 * BitmapBlocksPerHalf(blockSize, maxMapnr)}
+	l.place()
 	l.Data = l.Descs + numDescs*PageDescSize
 	return l
+}
+
+// LayoutOf reads the layout off a file's header and sub header; how many
+// descriptors it holds they do not say (Data is 0).
+func LayoutOf(h *Header, s *SubHeader) Layout {
+	l := Layout{BlockSize: uint64(h.BlockSize), MaxMapnr: uint64(h.MaxMapnr),
+		SubHdrBlocks: uint64(h.SubHdrSize), BitmapBlocks: uint64(h.BitmapBlocks)}
+	if h.HeaderVersion >= 6 {
+		l.MaxMapnr = s.MaxMapnr64
+	}
+	l.place()
+	return l
+}
+
+// place computes the regions' offsets from the block size and the blocks
+// of the sub header and of the bitmaps.
+func (l *Layout) place() {
+	bs := l.BlockSize
+	l.NoteOffset = bs + SubHeaderSize
+	l.BitmapSize = l.BitmapBlocks / 2 * bs
+	l.Bitmap1 = (1 + l.SubHdrBlocks) * bs
+	l.Bitmap2 = l.Bitmap1 + l.BitmapSize
+	l.Descs = l.Bitmap2 + l.BitmapSize
 }
 
 // BitmapBlocksPerHalf is the number of blocks one bitmap of maxMapnr bits takes.

@@ -55,10 +55,45 @@ func TestSubHeaderRoundTrip(t *testing.T) {
 // 24 descriptors.
 func TestLayoutWorkedExample(t *testing.T) {
 	l := NewLayout(4096, 712, 264, 24)
-	want := Layout{BlockSize: 4096, SubHdrBlocks: 1, BitmapBlocks: 2, NoteOffset: 4200,
-		Bitmap1: 8192, Bitmap2: 12288, Descs: 16384, Data: 16960}
+	want := Layout{BlockSize: 4096, SubHdrBlocks: 1, BitmapBlocks: 2, MaxMapnr: 264, BitmapSize: 4096,
+		NoteOffset: 4200, Bitmap1: 8192, Bitmap2: 12288, Descs: 16384, Data: 16960}
 	if l != want {
 		t.Fatalf("layout %+v, want %+v", l, want)
+	}
+}
+
+// A file's headers, written from a layout, give the same layout back (but
+// the data's offset, which they do not hold), for header version 6 and
+// for an older one whose max_mapnr is the header's.
+func TestLayoutOfHeaders(t *testing.T) {
+	for _, c := range []struct {
+		bs, notes, maxMapnr, descs uint64
+		version                    int32
+	}{
+		{4096, 712, 264, 24, 6},
+		{4096, 9000, 1 << 22, 1000, 6},
+		{65536, 100, 1 << 30, 5, 6},
+		{4096, 0, 100000, 7, 5},
+	} {
+		l := NewLayout(c.bs, c.notes, c.maxMapnr, c.descs)
+		h := &Header{HeaderVersion: c.version, BlockSize: int32(c.bs), SubHdrSize: int32(l.SubHdrBlocks),
+			BitmapBlocks: uint32(l.BitmapBlocks), MaxMapnr: uint32(min(c.maxMapnr, 1<<32-1))}
+		s := &SubHeader{MaxMapnr64: c.maxMapnr}
+		got := LayoutOf(h, s)
+		want := l
+		want.Data = 0
+		if got != want {
+			t.Errorf("%+v: LayoutOf %+v, want %+v", c, got, want)
+		}
+	}
+}
+
+// StatusOffset, the one offset written out, is where the encoding puts
+// Status.
+func TestStatusOffset(t *testing.T) {
+	b := (&Header{Status: 0xdeadbeef}).Marshal()
+	if got := le.Uint32(b[StatusOffset:]); got != 0xdeadbeef {
+		t.Fatalf("status at %d: %#x", StatusOffset, got)
 	}
 }
 

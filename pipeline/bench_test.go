@@ -23,13 +23,6 @@ type discard struct{}
 
 func (discard) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
 
-// kdumpWriter is a kdump writer as the pipeline's Writer.
-type kdumpWriter struct{ *sink.Kdump }
-
-func (k kdumpWriter) WritePages(_ []uint64, pages []sink.Page, data []byte) error {
-	return k.Kdump.WritePages(pages, data)
-}
-
 // BenchmarkCopyPass runs the whole dump through the engine (read from mmap
 // windows, zero check, compress, reorder, kdump writer; --dry-run, so that
 // the disk is not measured) over a generated 256 MiB vmcore with the
@@ -106,7 +99,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 			return r
 		},
 		Pfns:   plan.Dumpable.Cursor(),
-		Writer: kdumpWriter{k},
+		Writer: k,
 		Progress: func(done uint64) {
 			if !truncated {
 				truncated = true
@@ -131,7 +124,7 @@ func TestFaultingPageIsAnError(t *testing.T) {
 		PageSize:       int(v.PageSize()),
 		NewReader:      func() pipeline.PageReader { return v.NewReader(64<<20, true) },
 		Pfns:           plan.Dumpable.Cursor(),
-		Writer:         kdumpWriter{k},
+		Writer:         k,
 		ZeroUnreadable: true,
 	})
 	if err != nil {

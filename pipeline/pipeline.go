@@ -50,10 +50,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"pagepipe/chunk"
 	"pagepipe/codec"
-	"pagepipe/filter"
 	"pagepipe/internal/cpuclock"
-	"pagepipe/sink"
+	"pagepipe/internal/reorder"
 )
 
 // ChunkBytes bounds the page data one chunk carries: ChunkBytes/PageSize
@@ -79,26 +79,35 @@ type Pfns interface {
 	Next(dst []uint64) []uint64
 }
 
-// Writer consumes pages in the order Config.Pfns yields them: pfns[i] is
-// the pfn of pages[i], whose data, if any, comes next in data. Its calls
-// come in order, one at a time (from whichever worker holds the turn).
-type Writer interface {
-	WritePages(pfns []uint64, pages []sink.Page, data []byte) error
+// PriorityPfns are Pfns whose batches are either all priority pages or
+// none (priority.Order): each chunk cut from a batch carries the flag
+// (chunk.Chunk.Priority).
+type PriorityPfns interface {
+	Pfns
+	// Priority says whether the batch Next returned last is priority
+	// pages. It is called under the sequencer's lock, after Next.
+	Priority() bool
 }
 
-// Placer is a Writer whose chunks the workers write themselves, at places
-// handed out in order (a kdump file: data offsets and descriptor slots are
-// known once the sizes before them are). When Config.Writer is a Placer,
-// WritePages is not called.
+// Writer takes the chunks in the order Config.Pfns yields their pages (a
+// flattened stream, an ELF file, split files, the zero scan). Its calls
+// come in order, one at a time (from whichever worker holds the turn); it
+// must not keep the chunk.
+type Writer interface {
+	WriteChunk(c chunk.Chunk) error
+}
+
+// Placer takes chunks that the workers write themselves, at places handed
+// out in order (a kdump file, sink.PlacedKdump: data offsets and
+// descriptor slots are known once the sizes before them are).
 type Placer interface {
-	Writer
 	// Place reserves the space of the next chunk in order. It is called
 	// under the sequencer's lock, in order, never concurrently: it should
 	// only do arithmetic.
-	Place(pages []sink.Page, dataLen int) (sink.Place, error)
-	// WritePlaced writes a chunk (its pfns, pages and data) at its place:
-	// concurrently with other calls, in any order.
-	WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, data []byte) error
+	Place(c chunk.Chunk) (chunk.Place, error)
+	// WritePlaced writes a chunk at its place: concurrently with other
+	// calls, in any order. It must not keep the chunk.
+	WritePlaced(at chunk.Place, c chunk.Chunk) error
 }
 
 // Config is one copy pass.
@@ -125,11 +134,19 @@ type Config struct {
 	// zero page with ExcludeZero) without being read.
 	NewRevisitor func() (Revisitor, error)
 	// Codec compresses pages; nil stores them raw.
-	Codec  *codec.Codec
+	Codec *codec.Codec
+	// Writer takes the chunks in order; or, when it is nil, Placer takes
+	// them, written by the workers at its places. One of them is set.
 	Writer Writer
+	Placer Placer
 	// Progress, if set, is called after chunks are written with the
 	// number of pages written so far; never concurrently.
 	Progress func(done uint64)
+	// Running, if set, is called as the pass starts with the number of
+	// workers that run, and what it returns as the pass ends: the
+	// caller's process-wide settings for the pass (the pipeline makes
+	// none itself).
+	Running func(workers int) (done func())
 }
 
 // Revisitor decides again, as the pass reaches it, whether a page the
@@ -189,7 +206,7 @@ type StageCPU struct {
 	// pfns and numbering it, handing chunks over in order and, for a
 	// Placer, their places.
 	Reorder time.Duration
-	// Write is a Writer's WritePages, in order, one at a time: serial.
+	// Write is a Writer's WriteChunk, in order, one at a time: serial.
 	Write time.Duration
 	// Store is a Placer's WritePlaced, the workers' own writes at the
 	// places handed out: not serial in the pipeline. (The kernel holds a
@@ -204,12 +221,12 @@ func (s StageCPU) Total() time.Duration {
 	return s.Read + s.Compress + s.Reorder + s.Write + s.Store
 }
 
-type chunk struct {
-	seq   uint64
-	pfns  []uint64
-	pages []sink.Page
-	data  []byte
-	at    sink.Place
+// slot is one chunk in flight: cut, worked, handed on in order, written,
+// then back in the pool.
+type slot struct {
+	chunk.Chunk
+	seq uint64
+	at  chunk.Place
 }
 
 // Run performs the copy pass.
@@ -217,18 +234,16 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.PageSize <= 0 {
 		return Stats{}, fmt.Errorf("copy pass: page size %d", cfg.PageSize)
 	}
+	if (cfg.Writer == nil) == (cfg.Placer == nil) {
+		return Stats{}, errors.New("copy pass: a Writer or a Placer, not both")
+	}
 	start, startCPU, startFaults := time.Now(), cpuclock.Process(), cpuclock.Faults()
 	// Workers beyond the CPUs cannot run at once: they would only cost
 	// their reader, codec state and chunks, whose memory faults in on
 	// first use (docs/scaling.md).
 	workers := min(max(cfg.Workers, 1), runtime.GOMAXPROCS(0))
-	if runtime.GOMAXPROCS(0) == 1 {
-		// With one P, the runtime's monitor takes it from a worker in a
-		// write of more than about 20 µs, hands it to another thread and
-		// back, and keeps polling every 20 µs: on one CPU that churn
-		// doubled the context switches of a -l pass. A second P, idle,
-		// makes it leave the syscall alone (docs/scaling.md).
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	if cfg.Running != nil {
+		defer cfg.Running(workers)()
 	}
 	sq := newSequencer(cfg, 2*workers+2)
 	g, ctx := errgroup.WithContext(ctx)
@@ -261,20 +276,22 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 type sequencer struct {
 	cfg    Config
 	placer Placer // nil: cfg.Writer takes the chunks in order
+	// prio, when set, says which batches of cfg.Pfns are priority pages.
+	prio PriorityPfns
 	// free is the chunk pool: the chunks made and not in flight.
-	free chan *chunk
+	free chan *slot
 	// unmade is how many more chunks the pool may make (below zero: none).
 	unmade atomic.Int64
 	// made counts the chunks made (Stats.Chunks).
 	made atomic.Int64
 
 	mu sync.Mutex
-	// cut is the number of chunks cut so far; next is the first one not
-	// yet handed to the writer.
-	cut, next uint64
-	// ready holds the worked chunks waiting for their turn, at seq modulo
-	// the pool size (at most a pool's worth are cut and not handed on).
-	ready []*chunk
+	// cut is the number of chunks cut so far.
+	cut uint64
+	// ready puts the worked chunks back in order for the writer (its ring
+	// is the pool's size: at most a pool's worth are cut and not handed
+	// on).
+	ready *reorder.Buffer[*slot]
 	// writing: a worker is writing chunks in order (not for a Placer).
 	writing bool
 	// exhausted: Pfns has none left.
@@ -291,8 +308,11 @@ type sequencer struct {
 }
 
 func newSequencer(cfg Config, pool int) *sequencer {
-	sq := &sequencer{cfg: cfg, free: make(chan *chunk, pool), ready: make([]*chunk, pool)}
-	sq.placer, _ = cfg.Writer.(Placer)
+	sq := &sequencer{cfg: cfg, free: make(chan *slot, pool), ready: reorder.New[*slot](pool)}
+	if cfg.Writer == nil {
+		sq.placer = cfg.Placer
+	}
+	sq.prio, _ = cfg.Pfns.(PriorityPfns)
 	sq.unmade.Store(int64(pool))
 	return sq
 }
@@ -301,7 +321,7 @@ func newSequencer(cfg Config, pool int) *sequencer {
 // allows, else waits for one. (Premade chunks handed out first in, first
 // out cycled through the whole pool even at one worker, where one chunk is
 // all that is ever in flight: 3 MiB more of a capture kernel's memory.)
-func (sq *sequencer) get(ctx context.Context) (*chunk, error) {
+func (sq *sequencer) get(ctx context.Context) (*slot, error) {
 	select {
 	case c := <-sq.free:
 		return c, nil
@@ -309,7 +329,7 @@ func (sq *sequencer) get(ctx context.Context) (*chunk, error) {
 	}
 	if sq.unmade.Add(-1) >= 0 {
 		sq.made.Add(1)
-		return &chunk{}, nil
+		return &slot{}, nil
 	}
 	select {
 	case c := <-sq.free:
@@ -341,7 +361,7 @@ func (sq *sequencer) work(ctx context.Context) error {
 	m := sq.life.Start()
 	defer m.Stop()
 	var w *worker
-	var batch []*chunk
+	var batch []*slot
 	for {
 		c, err := sq.get(ctx)
 		if err != nil {
@@ -379,23 +399,24 @@ func (sq *sequencer) work(ctx context.Context) error {
 
 // cutNext fills c with the next pfns and numbers it; false when none are
 // left.
-func (sq *sequencer) cutNext(c *chunk) bool {
-	if c.pfns == nil {
+func (sq *sequencer) cutNext(c *slot) bool {
+	if c.Pfns == nil {
 		n := chunkPages(sq.cfg.PageSize)
-		c.pfns = make([]uint64, 0, n)
-		c.pages = make([]sink.Page, 0, n)
-		c.data = make([]byte, 0, n*sq.cfg.PageSize)
+		c.Pfns = make([]uint64, 0, n)
+		c.Pages = make([]chunk.Page, 0, n)
+		c.Data = make([]byte, 0, n*sq.cfg.PageSize)
 	}
 	t := sq.lock()
 	defer sq.unlock(t)
 	if sq.exhausted {
 		return false
 	}
-	c.pfns = sq.cfg.Pfns.Next(c.pfns[:0])
-	if len(c.pfns) == 0 {
+	c.Pfns = sq.cfg.Pfns.Next(c.Pfns[:0])
+	if len(c.Pfns) == 0 {
 		sq.exhausted = true
 		return false
 	}
+	c.Priority = sq.prio != nil && sq.prio.Priority()
 	c.seq = sq.cut
 	sq.cut++
 	return true
@@ -405,35 +426,28 @@ func (sq *sequencer) cutNext(c *chunk) bool {
 // (and, for an ordered Writer, no worker is writing), the caller takes it
 // and the ready chunks after it into batch: for a Placer each gets its
 // place here.
-func (sq *sequencer) handOn(c *chunk, batch []*chunk) ([]*chunk, error) {
+func (sq *sequencer) handOn(c *slot, batch []*slot) ([]*slot, error) {
 	t := sq.lock()
 	defer sq.unlock(t)
-	sq.ready[c.seq%uint64(len(sq.ready))] = c
+	sq.ready.Put(c.seq, c)
 	return sq.take(batch)
 }
 
 // take moves the ready chunks that are next in order into batch (under the
 // lock).
-func (sq *sequencer) take(batch []*chunk) ([]*chunk, error) {
+func (sq *sequencer) take(batch []*slot) ([]*slot, error) {
 	if sq.writing {
 		return batch, nil
 	}
-	for {
-		i := sq.next % uint64(len(sq.ready))
-		c := sq.ready[i]
-		if c == nil || c.seq != sq.next {
-			break
-		}
+	for c, ok := sq.ready.Next(); ok; c, ok = sq.ready.Next() {
 		if sq.placer != nil {
-			at, err := sq.placer.Place(c.pages, len(c.data))
+			at, err := sq.placer.Place(c.Chunk)
 			if err != nil {
 				return batch, err
 			}
 			c.at = at
 		}
-		sq.ready[i] = nil
-		sq.next++
-		sq.stats.DataBytes += uint64(len(c.data))
+		sq.stats.DataBytes += uint64(len(c.Data))
 		batch = append(batch, c)
 	}
 	sq.writing = sq.placer == nil && len(batch) > 0
@@ -443,20 +457,20 @@ func (sq *sequencer) take(batch []*chunk) ([]*chunk, error) {
 // writeBatch writes the chunks take gave this worker and returns them to
 // the pool. For an ordered Writer the worker keeps the turn, taking the
 // chunks that became ready meanwhile, until none are left.
-func (sq *sequencer) writeBatch(batch []*chunk) error {
+func (sq *sequencer) writeBatch(batch []*slot) error {
 	for len(batch) > 0 {
 		t0 := cpuclock.ThreadTotal()
 		for _, c := range batch {
 			var err error
 			if sq.placer != nil {
-				err = sq.placer.WritePlaced(c.at, c.pfns, c.pages, c.data)
+				err = sq.placer.WritePlaced(c.at, c.Chunk)
 			} else {
-				err = sq.cfg.Writer.WritePages(c.pfns, c.pages, c.data)
+				err = sq.cfg.Writer.WriteChunk(c.Chunk)
 			}
 			if err != nil {
 				return err
 			}
-			sq.written.Add(uint64(len(c.pages)))
+			sq.written.Add(uint64(len(c.Pages)))
 		}
 		d := int64(cpuclock.ThreadTotal() - t0)
 		if sq.placer != nil {
@@ -522,9 +536,9 @@ func (w *worker) close() {
 	}
 }
 
-// process fills c.pages and c.data for c.pfns.
-func (w *worker) process(c *chunk) error {
-	c.pages, c.data = c.pages[:0], c.data[:0]
+// process fills c.Pages and c.Data for c.Pfns.
+func (w *worker) process(c *slot) error {
+	c.Pages, c.Data = c.Pages[:0], c.Data[:0]
 	w.zero, w.compressed, w.unreadable, w.revisited = 0, 0, 0, 0
 	if w.cfg.NewRevisitor != nil {
 		if w.rv == nil {
@@ -536,7 +550,7 @@ func (w *worker) process(c *chunk) error {
 		}
 		w.rv.Forget()
 	}
-	for _, pfn := range c.pfns {
+	for _, pfn := range c.Pfns {
 		if w.rv != nil {
 			out, err := w.rv.LeftOut(pfn)
 			if err != nil {
@@ -555,7 +569,7 @@ func (w *worker) process(c *chunk) error {
 				return err
 			}
 			// The option: store the page as zeros, count it, go on.
-			c.pages, c.data = c.pages[:w.pagesMark], c.data[:w.dataMark]
+			c.Pages, c.Data = c.Pages[:w.pagesMark], c.Data[:w.dataMark]
 			w.unreadable++
 			if err := w.store(c, pfn, w.zeroPage); err != nil {
 				return err
@@ -575,8 +589,8 @@ const readAttempts = 3
 // readStore reads pfn (retrying a failed read) and stores it. A mapped page
 // that faults while it is checked or compressed is unreadable too: with
 // SetPanicOnFault that is a panic this goroutine recovers from.
-func (w *worker) readStore(c *chunk, pfn uint64) (err error) {
-	w.pagesMark, w.dataMark = len(c.pages), len(c.data)
+func (w *worker) readStore(c *slot, pfn uint64) (err error) {
+	w.pagesMark, w.dataMark = len(c.Pages), len(c.Data)
 	defer func() {
 		if r := recover(); r != nil {
 			// SetPanicOnFault's panics carry the faulting address.
@@ -601,9 +615,9 @@ func (w *worker) readStore(c *chunk, pfn uint64) (err error) {
 
 // store appends one page to the chunk: the shared zero page, compressed
 // when that is strictly smaller than a page, else raw.
-func (w *worker) store(c *chunk, pfn uint64, page []byte) error {
-	if w.cfg.ExcludeZero && filter.IsZero(page) {
-		c.pages = append(c.pages, sink.Page{Zero: true})
+func (w *worker) store(c *slot, pfn uint64, page []byte) error {
+	if w.cfg.ExcludeZero && chunk.IsZero(page) {
+		c.Pages = append(c.Pages, chunk.Page{Zero: true})
 		w.zero++
 		return nil
 	}
@@ -611,26 +625,26 @@ func (w *worker) store(c *chunk, pfn uint64, page []byte) error {
 		// Straight into the chunk's data where the most a page can come
 		// to fits there (a copy less of every compressed byte), else
 		// into the worker's buffer.
-		dst, end := w.buf, len(c.data)
-		if cap(c.data)-end >= cap(w.buf) {
-			dst = c.data[end:end]
+		dst, end := w.buf, len(c.Data)
+		if cap(c.Data)-end >= cap(w.buf) {
+			dst = c.Data[end:end]
 		}
 		out, err := w.comp.Compress(dst, page)
 		if err != nil {
 			return fmt.Errorf("compress pfn %#x with %s: %w", pfn, w.cfg.Codec.Name, err)
 		}
 		if out != nil && len(out) < len(page) {
-			c.pages = append(c.pages, sink.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
-			if len(out) > 0 && cap(c.data) > end && &out[0] == &c.data[end : end+1][0] {
-				c.data = c.data[:end+len(out)]
+			c.Pages = append(c.Pages, chunk.Page{Size: uint32(len(out)), Flags: w.cfg.Codec.Flag})
+			if len(out) > 0 && cap(c.Data) > end && &out[0] == &c.Data[end : end+1][0] {
+				c.Data = c.Data[:end+len(out)]
 			} else {
-				c.data = append(c.data, out...)
+				c.Data = append(c.Data, out...)
 			}
 			w.compressed++
 			return nil
 		}
 	}
-	c.pages = append(c.pages, sink.Page{Size: uint32(len(page))})
-	c.data = append(c.data, page...)
+	c.Pages = append(c.Pages, chunk.Page{Size: uint32(len(page))})
+	c.Data = append(c.Data, page...)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/codec"
 	"pagepipe/kdumpfmt"
 	"pagepipe/sink"
@@ -46,19 +47,19 @@ func (r *fakeReader) Close() {}
 
 // recorder is a Writer keeping what it got.
 type recorder struct {
-	pages []sink.Page
+	pages []chunk.Page
 	data  []byte
 	fail  int // fail on this call (1-based); 0 never
 	calls int
 }
 
-func (w *recorder) WritePages(_ []uint64, p []sink.Page, d []byte) error {
+func (w *recorder) WriteChunk(c chunk.Chunk) error {
 	w.calls++
 	if w.calls == w.fail {
 		return errors.New("disk full (injected)")
 	}
-	w.pages = append(w.pages, p...)
-	w.data = append(w.data, d...)
+	w.pages = append(w.pages, c.Pages...)
+	w.data = append(w.data, c.Data...)
 	return nil
 }
 
@@ -192,19 +193,6 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	return copy(f.b[off:], p), nil
 }
 
-// ordered is a Kdump written in order only (WritePages).
-type ordered struct{ k *sink.Kdump }
-
-func (o ordered) WritePages(_ []uint64, p []sink.Page, d []byte) error { return o.k.WritePages(p, d) }
-
-// placed is a Kdump whose chunks the workers write (a Placer).
-type placed struct{ ordered }
-
-func (p placed) Place(pages []sink.Page, n int) (sink.Place, error) { return p.k.Reserve(pages, n) }
-func (p placed) WritePlaced(at sink.Place, pfns []uint64, pages []sink.Page, d []byte) error {
-	return p.k.WriteReserved(at, pfns, pages, d)
-}
-
 // A kdump file written by the workers at the places handed out in order
 // has the same bytes as one written in order, for 1 to 64 workers.
 func TestPlacedKdumpIdenticalToOrdered(t *testing.T) {
@@ -213,25 +201,35 @@ func TestPlacedKdumpIdenticalToOrdered(t *testing.T) {
 	meta := &sink.Meta{BlockSize: 4096, MaxMapnr: m.Len(), Present: m, Dumpable: m,
 		NumDumpable: m.Count(0, m.Len()), ZeroPage: true, Status: kdumpfmt.StatusZlib}
 	c, _ := codec.ByFlag(kdumpfmt.StatusZlib)
-	write := func(workers int, wrap func(*sink.Kdump) Writer) []byte {
+	write := func(workers int, placed bool) []byte {
 		f := &memFile{}
-		k, err := sink.NewKdump(f, meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := config(workers, m, wrap(k), ^uint64(0))
+		cfg := config(workers, m, nil, ^uint64(0))
 		cfg.Codec = c
+		var close func() error
+		if placed {
+			k, err := sink.NewPlacedKdump(f, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Writer, cfg.Placer, close = nil, k, k.Close
+		} else {
+			k, err := sink.NewKdump(f, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Writer, close = k, k.Close
+		}
 		if _, err := Run(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Close(); err != nil {
+		if err := close(); err != nil {
 			t.Fatal(err)
 		}
 		return f.b
 	}
-	want := write(1, func(k *sink.Kdump) Writer { return ordered{k} })
+	want := write(1, false)
 	for _, workers := range []int{1, 2, 3, 8, 64} {
-		got := write(workers, func(k *sink.Kdump) Writer { return placed{ordered{k}} })
+		got := write(workers, true)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%d workers, placed: %d bytes differ from the ordered file's %d", workers, len(got), len(want))
 		}
@@ -299,5 +297,24 @@ func TestRevisitor(t *testing.T) {
 				t.Fatalf("zero %v: pfn %d: data all zeros %v", zero, pfn, allZero)
 			}
 		}
+	}
+}
+
+// Running is called once as the pass starts, with the workers that run
+// (no more than GOMAXPROCS), and its done once as it ends.
+func TestRunning(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	var started, ended, workers int
+	cfg := config(8, testBitmap(), &recorder{}, ^uint64(0))
+	cfg.Running = func(w int) func() {
+		started++
+		workers = w
+		return func() { ended++ }
+	}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if started != 1 || ended != 1 || workers != 3 {
+		t.Fatalf("Running called %d times with %d workers, done %d times; want once with 3, once", started, workers, ended)
 	}
 }

@@ -5,13 +5,15 @@ import "pagepipe/bitmap"
 // Order hands out the dumpable pfns in the copy pass's prioritised order
 // (pipeline.Pfns): the priority set's first, class by class, each class
 // in pfn order, then every other dumpable pfn in pfn order. A batch never
-// mixes the two, so a chunk is all priority pages or none
-// (sink.Kdump.SetPriority relies on it).
+// mixes the two, so a chunk is all priority pages or none, and Priority
+// says which (pipeline.PriorityPfns: the flag travels with the chunk).
 type Order struct {
 	first []uint64
 	i     int
-	set   *bitmap.Bitmap // the dumpable pfns of the priority set
-	bulk  *bitmap.Cursor
+	// inFirst: the last batch was priority pages.
+	inFirst bool
+	set     *bitmap.Bitmap // the dumpable pfns of the priority set
+	bulk    *bitmap.Cursor
 }
 
 // NewOrder orders dumpable with s's pages first.
@@ -37,7 +39,8 @@ func (o *Order) Len() uint64 { return uint64(len(o.first)) }
 // Next appends the next pfns to dst, as many as its capacity takes (fewer
 // where the priority set ends); none appended: none are left.
 func (o *Order) Next(dst []uint64) []uint64 {
-	if o.i < len(o.first) {
+	o.inFirst = o.i < len(o.first)
+	if o.inFirst {
 		n := copy(dst[len(dst):cap(dst)], o.first[o.i:])
 		o.i += n
 		return dst[:len(dst)+n]
@@ -61,3 +64,6 @@ func (o *Order) Next(dst []uint64) []uint64 {
 		}
 	}
 }
+
+// Priority says whether the batch Next returned last is priority pages.
+func (o *Order) Priority() bool { return o.inFirst }

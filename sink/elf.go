@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 )
 
 // ELF dump (-E) geometry and makedumpfile's constants for it. The headers
@@ -261,7 +262,7 @@ func encodeELF[T elf.Header64 | elf.Prog64 | elf.Section64](b []byte, v T) {
 }
 
 // ELF writes an ELF dump laid out by an ELFLayout. NewELF writes the
-// headers and notes; WritePages takes the pages of PageRuns in order, raw
+// headers and notes; WriteChunk takes the pages of PageRuns in order, raw
 // (as the pipeline hands them over with no codec); Close writes the program
 // headers and the rest.
 //
@@ -349,10 +350,10 @@ func (e *ELF) cachePhdrs(n int) error {
 	return nil
 }
 
-// WritePages takes the next pages of the data area, each raw and whole.
-func (e *ELF) WritePages(pages []Page, data []byte) error {
-	ps := e.l.PageSize
-	for _, p := range pages {
+// WriteChunk takes the next pages of the data area, each raw and whole.
+func (e *ELF) WriteChunk(c chunk.Chunk) error {
+	ps, data := e.l.PageSize, c.Data
+	for _, p := range c.Pages {
 		if p.Zero || p.Flags != 0 || uint64(p.Size) != ps || uint64(len(data)) < ps {
 			return fmt.Errorf("elf dump: page of %d bytes (flags %#x, zero %v): want raw whole pages", p.Size, p.Flags, p.Zero)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 )
 
 const (
@@ -306,11 +307,11 @@ func writeAll(t *testing.T, out Output, l *ELFLayout, notes []byte, mem func(uin
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pages []Page
+	var pages []chunk.Page
 	var data []byte
 	batch := 1
 	flush := func() {
-		if err := e.WritePages(pages, data); err != nil {
+		if err := e.WriteChunk(chunk.Chunk{Pages: pages, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 		pages, data = pages[:0], data[:0]
@@ -320,7 +321,7 @@ func writeAll(t *testing.T, out Output, l *ELFLayout, notes []byte, mem func(uin
 	for _, r := range l.PageRuns() {
 		for pfn := r.Pfn; pfn < r.Pfn+r.Pages; pfn++ {
 			mem(pfn, buf)
-			pages = append(pages, Page{Size: pg})
+			pages = append(pages, chunk.Page{Size: pg})
 			data = append(data, buf...)
 			if len(pages) == batch {
 				flush()
@@ -478,21 +479,21 @@ func TestELFWriterErrors(t *testing.T) {
 	if _, err := NewELF(&memOutput{}, l, make([]byte, 9)); err == nil {
 		t.Error("notes of the wrong size accepted")
 	}
-	for _, p := range []Page{{Zero: true}, {Size: 100, Flags: 1}, {Size: pg / 2}} {
-		if err := newELF().WritePages([]Page{p}, page); err == nil {
+	for _, p := range []chunk.Page{{Zero: true}, {Size: 100, Flags: 1}, {Size: pg / 2}} {
+		if err := newELF().WriteChunk(chunk.Chunk{Pages: []chunk.Page{p}, Data: page}); err == nil {
 			t.Errorf("page %+v accepted", p)
 		}
 	}
 	e := newELF()
-	if err := e.WritePages([]Page{{Size: pg}}, page); err != nil {
+	if err := e.WriteChunk(chunk.Chunk{Pages: []chunk.Page{{Size: pg}}, Data: page}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err == nil || !strings.Contains(err.Error(), "got 4096 of its 8192 bytes") {
 		t.Errorf("short dump closed: %v", err)
 	}
 	e = newELF()
-	three := []Page{{Size: pg}, {Size: pg}, {Size: pg}}
-	if err := e.WritePages(three, bytes.Repeat(page, 3)); err == nil {
+	three := []chunk.Page{{Size: pg}, {Size: pg}, {Size: pg}}
+	if err := e.WriteChunk(chunk.Chunk{Pages: three, Data: bytes.Repeat(page, 3)}); err == nil {
 		t.Error("more pages than the layout accepted")
 	}
 	// A failing output is reported with the offset.
@@ -501,7 +502,7 @@ func TestELFWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WritePages(three[:2], bytes.Repeat(page, 2)); err != nil {
+	if err := e.WriteChunk(chunk.Chunk{Pages: three[:2], Data: bytes.Repeat(page, 2)}); err != nil {
 		t.Fatal(err) // still cached
 	}
 	if err := e.Close(); err == nil || !strings.Contains(err.Error(), "at offset") {
@@ -528,7 +529,7 @@ func TestELFAbort(t *testing.T) {
 		for _, r := range l.PageRuns() {
 			for pfn := r.Pfn; pfn < r.Pfn+r.Pages; pfn++ {
 				testPage(pfn, buf)
-				if err = e.WritePages([]Page{{Size: pg}}, buf); err != nil {
+				if err = e.WriteChunk(chunk.Chunk{Pages: []chunk.Page{{Size: pg}}, Data: buf}); err != nil {
 					break write
 				}
 			}

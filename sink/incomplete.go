@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
 	"pagepipe/bitmap"
 	"pagepipe/kdumpfmt"
@@ -42,9 +41,6 @@ func (l Limit) WriteAt(p []byte, off int64) (int, error) {
 // The bitmap and header were written first, so rewriting them needs no new
 // space. Abort returns the first error that stops it.
 func (k *Kdump) Abort() error {
-	if k.placed {
-		return k.abortPlaced()
-	}
 	// Where the disk still takes it (a signal stopped the dump, not a full
 	// disk), the buffered data lands, and with it the pages it holds.
 	_ = k.flushData()
@@ -78,12 +74,12 @@ func (k *Kdump) Abort() error {
 	return k.markIncomplete()
 }
 
-// abortPlaced is Abort for a file written by placed chunks: the chunks
-// whose data landed in order from the first are kept. The descriptors of
-// later chunks never reached the file (they are written only in order,
-// after the data before them), so their slots are holes, which read as
-// zero.
-func (k *Kdump) abortPlaced() error {
+// Abort finishes a dump that cannot be completed as Kdump.Abort does, for
+// a file written by placed chunks: the chunks whose data landed in order
+// from the first are kept. The descriptors of later chunks never reached
+// the file (they are written only in order, after the data before them),
+// so their slots are holes, which read as zero.
+func (k *PlacedKdump) Abort() error {
 	// The descriptors of the chunks landed in order, where the disk
 	// still takes them.
 	_ = k.flushPending()
@@ -125,7 +121,7 @@ func (k *Kdump) priorityTail(n uint64) []pfnDesc {
 // A split part cuts only its own pfn range: the rest of its bitmap is the
 // other parts' business (and --reassemble takes each part's bits of its
 // own range).
-func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
+func (k *kdumpFile) cutDumpable(n uint64, also []pfnDesc) error {
 	m := k.meta.Dumpable.Clone()
 	lo, hi := k.pfnRange()
 	pfn := k.pastDumped(m, n)
@@ -137,14 +133,14 @@ func (k *Kdump) cutDumpable(n uint64, also []pfnDesc) error {
 			m.Set(d.pfn)
 		}
 	}
-	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
+	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}
 	return nil
 }
 
 // pfnRange is the pfns this file holds: a split part's range, or all.
-func (k *Kdump) pfnRange() (lo, hi uint64) {
+func (k *kdumpFile) pfnRange() (lo, hi uint64) {
 	hi = k.meta.Dumpable.Len()
 	if r := k.meta.Split; r != nil {
 		return min(r.Start, hi), min(r.End, hi)
@@ -154,7 +150,7 @@ func (k *Kdump) pfnRange() (lo, hi uint64) {
 
 // pastDumped is the pfn past the first n dumped pfns of this file in m
 // (the end of its range where it holds no more).
-func (k *Kdump) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
+func (k *kdumpFile) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
 	lo, hi := k.pfnRange()
 	pfn := m.NextSet(lo)
 	for i := uint64(0); i < n && pfn < hi; i++ {
@@ -165,7 +161,7 @@ func (k *Kdump) pastDumped(m *bitmap.Bitmap, n uint64) uint64 {
 
 // markIncomplete sets the INCOMPLETE status bit in the header on disk
 // (block 0 was written first, so this needs no new space).
-func (k *Kdump) markIncomplete() error {
+func (k *kdumpFile) markIncomplete() error {
 	k.status |= kdumpfmt.StatusIncomplete
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], k.status)
@@ -173,126 +169,4 @@ func (k *Kdump) markIncomplete() error {
 		return fmt.Errorf("mark the dump incomplete: %w", err)
 	}
 	return nil
-}
-
-// File is a dump file that is read back as well as written.
-type File interface {
-	io.ReaderAt
-	io.WriterAt
-}
-
-// ErrCutInHeaders: a flattened stream that ends before its headers and
-// bitmaps landed is no dump at all, not even an incomplete one.
-var ErrCutInHeaders = errors.New("the stream ends before its headers and bitmaps: no dump")
-
-// FinishCut leaves a kdump file rebuilt from a flattened stream that was
-// cut short (end: past the last byte its complete records wrote) as
-// Abort leaves a dump it stops: every dumped page whose descriptor did not
-// land (its slot reads as zero: a descriptor reaches the stream only after
-// its page's data, so one that landed points at data that did) is taken
-// out of the 2nd bitmap, the landed descriptors are packed to the slots
-// the new bitmap gives them (a slot is a page's rank among the dumped
-// pfns), and the header says INCOMPLETE. So a stream in
-// pfn order keeps its pages up to the cut, a prioritised one (--priority)
-// also the priority pages that landed before it. It returns the pages
-// kept and lost; a file whose headers and bitmaps are not whole is
-// ErrCutInHeaders, one that is no kdump file (an ELF stream, -E -F) an
-// error.
-func FinishCut(f File, end int64) (kept, lost uint64, err error) {
-	hb := make([]byte, kdumpfmt.HeaderSize)
-	if _, err := f.ReadAt(hb, 0); err != nil && !errors.Is(err, io.EOF) {
-		return 0, 0, fmt.Errorf("read the header: %w", err)
-	}
-	if end < int64(len(hb)) || string(hb[:8]) != kdumpfmt.Signature {
-		if end >= 4 && string(hb[:4]) == "\x7fELF" {
-			return 0, 0, errors.New("an ELF stream (-E -F) cut short cannot be rebuilt")
-		}
-		return 0, 0, ErrCutInHeaders
-	}
-	h, err := kdumpfmt.UnmarshalHeader(hb)
-	if err != nil {
-		return 0, 0, err
-	}
-	sb := make([]byte, kdumpfmt.SubHeaderSize)
-	if _, err := f.ReadAt(sb, int64(h.BlockSize)); err != nil && !errors.Is(err, io.EOF) {
-		return 0, 0, fmt.Errorf("read the sub header: %w", err)
-	}
-	sub, err := kdumpfmt.UnmarshalSubHeader(sb)
-	if err != nil {
-		return 0, 0, err
-	}
-	reg := kdumpfmt.RegionsOf(h, sub)
-	maxMapnr, half, bm2, descs := reg.MaxMapnr, reg.BitmapSize, reg.Bitmap2, reg.Descs
-	// The 2nd bitmap's last piece ends where the descriptors begin, and
-	// every record before it is a header's or a bitmap's: a record that
-	// reached this far means they all landed.
-	if uint64(end) < descs || maxMapnr > half*8 {
-		return 0, 0, ErrCutInHeaders
-	}
-	buf := make([]byte, half)
-	if _, err := f.ReadAt(buf, int64(bm2)); err != nil {
-		return 0, 0, fmt.Errorf("read the 2nd bitmap: %w", err)
-	}
-	m := bitmap.FromBytes(buf, maxMapnr)
-	// The descriptors are read in pfn order, in pieces (past the end of
-	// the file they are zero); the landed ones are written back packed,
-	// as the new bitmap's ranks place them, over slots already read.
-	const piece = 8192 * kdumpfmt.PageDescSize
-	in, out := make([]byte, piece), make([]byte, 0, piece)
-	readOff, writeOff, have := descs, descs, 0
-	var lastNonzero uint64 // past the last slot that held a descriptor
-	flush := func() error {
-		if _, err := f.WriteAt(out, int64(writeOff)); err != nil {
-			return fmt.Errorf("write the page descriptors: %w", err)
-		}
-		writeOff += uint64(len(out))
-		out = out[:0]
-		return nil
-	}
-	for pfn := m.NextSet(0); pfn < maxMapnr; pfn = m.NextSet(pfn + 1) {
-		if have == 0 {
-			clear(in)
-			if _, err := f.ReadAt(in, int64(readOff)); err != nil && !errors.Is(err, io.EOF) {
-				return 0, 0, fmt.Errorf("read the page descriptors: %w", err)
-			}
-			have = len(in)
-		}
-		d := in[len(in)-have:][:kdumpfmt.PageDescSize]
-		have -= kdumpfmt.PageDescSize
-		readOff += kdumpfmt.PageDescSize
-		if [kdumpfmt.PageDescSize]byte(d) == [kdumpfmt.PageDescSize]byte{} {
-			m.Clear(pfn) // NextSet(pfn+1) is unchanged by it
-			lost++
-			continue
-		}
-		kept++
-		lastNonzero = readOff
-		if len(out) == cap(out) {
-			if err := flush(); err != nil {
-				return 0, 0, err
-			}
-		}
-		out = append(out, d...)
-	}
-	if err := flush(); err != nil {
-		return 0, 0, err
-	}
-	// The slots past the packed ones that held descriptors are zeroed.
-	for writeOff < lastNonzero {
-		out = out[:min(uint64(cap(out)), lastNonzero-writeOff)]
-		clear(out)
-		if err := flush(); err != nil {
-			return 0, 0, err
-		}
-	}
-	m.PutBytes(buf, 0)
-	if _, err := f.WriteAt(buf, int64(bm2)); err != nil {
-		return 0, 0, fmt.Errorf("take the lost pages out of the bitmap: %w", err)
-	}
-	var st [4]byte
-	binary.LittleEndian.PutUint32(st[:], h.Status|kdumpfmt.StatusIncomplete)
-	if _, err := f.WriteAt(st[:], kdumpfmt.StatusOffset); err != nil {
-		return 0, 0, fmt.Errorf("mark the dump incomplete: %w", err)
-	}
-	return kept, lost, nil
 }

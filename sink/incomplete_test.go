@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/kdumpfmt"
 )
 
@@ -31,14 +32,14 @@ func smallPagesDump(seed uint64, maxMapnr uint64) *splitDump {
 		NumDumpable: dumpable.Count(0, maxMapnr), ZeroPage: true,
 	}
 	d := &splitDump{meta: m}
-	var pages []Page
+	var pages []chunk.Page
 	var data []byte
 	for pfn := dumpable.NextSet(0); pfn < maxMapnr; pfn = dumpable.NextSet(pfn + 1) {
 		if r.IntN(4) == 0 {
-			pages = append(pages, Page{Zero: true})
+			pages = append(pages, chunk.Page{Zero: true})
 		} else {
 			n := 1 + r.IntN(48)
-			pages = append(pages, Page{Size: uint32(n), Flags: kdumpfmt.StatusZlib})
+			pages = append(pages, chunk.Page{Size: uint32(n), Flags: kdumpfmt.StatusZlib})
 			data = append(data, randBytes(r, n)...)
 		}
 		if len(pages) == 256 {
@@ -85,7 +86,7 @@ func checkAbort(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout
 		k.out = Limit{Output: &mem, Max: limit}
 	}
 	for i := range stop {
-		if err := k.WritePages(d.chunks[i], d.data[i]); err != nil {
+		if err := k.WriteChunk(chunk.Chunk{Pages: d.chunks[i], Data: d.data[i]}); err != nil {
 			if !limited {
 				t.Fatal(err)
 			}
@@ -125,7 +126,7 @@ func checkAbort(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout
 }
 
 // TestAbortPlacedKeepsOnlyLandedPages is TestAbortKeepsOnlyLandedPages for
-// a file written by placed chunks (Reserve, WriteReserved), as the copy
+// a file written by placed chunks (PlacedKdump: Place, WritePlaced), as the copy
 // pass's workers write it: the chunks are reserved in order but written in
 // a shuffled order, a write past the size limit fails and the others go
 // on, then Abort. Every page the cut bitmap keeps must have its complete
@@ -146,22 +147,22 @@ func TestAbortPlacedKeepsOnlyLandedPages(t *testing.T) {
 func checkAbortPlaced(t *testing.T, d *splitDump, whole []byte, layout kdumpfmt.Layout, stop int, limit int64, r *rand.Rand) {
 	t.Helper()
 	var mem splitMem
-	k, err := NewKdump(&mem, d.meta)
+	k, err := NewPlacedKdump(&mem, d.meta)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if limit > 0 {
 		k.out = Limit{Output: &mem, Max: limit}
 	}
-	places := make([]Place, stop)
+	places := make([]chunk.Place, stop)
 	for i := range stop {
-		if places[i], err = k.Reserve(d.chunks[i], len(d.data[i])); err != nil {
+		if places[i], err = k.Place(chunk.Chunk{Pages: d.chunks[i], Data: d.data[i]}); err != nil {
 			break // the zero page did not fit
 		}
 	}
 	if err == nil {
 		for _, i := range r.Perm(stop) {
-			if werr := k.WriteReserved(places[i], nil, d.chunks[i], d.data[i]); werr != nil && limit == 0 {
+			if werr := k.WritePlaced(places[i], chunk.Chunk{Pages: d.chunks[i], Data: d.data[i]}); werr != nil && limit == 0 {
 				t.Fatal(werr)
 			}
 		}

@@ -1,6 +1,10 @@
-// Package sink writes the ordered page stream into an output format. The
-// writers here know nothing about how pages were chosen; they get bitmaps
-// and, in pfn order, each dumped page's stored bytes.
+// Package sink writes the copy pass's chunks (pagepipe/chunk) into an
+// output format. The writers here know nothing about how pages were chosen
+// or read; they get bitmaps and each dumped page's stored bytes, and they
+// satisfy the pipeline's interfaces themselves: Kdump, Split and ELF take
+// the chunks in order (pipeline.Writer), PlacedKdump has the workers write
+// them at the places it hands out (pipeline.Placer). Each has its own
+// Close and Abort; the kdump writers share the header writer (kdumpFile).
 package sink
 
 import (
@@ -9,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/kdumpfmt"
 )
 
@@ -23,7 +28,7 @@ type Output interface {
 // bytes"). Every writer here embeds one.
 type posWriter struct {
 	out Output
-	n   atomic.Uint64 // a Kdump's placed chunks are written concurrently
+	n   atomic.Uint64 // a PlacedKdump's chunks are written concurrently
 }
 
 func (w *posWriter) writeAt(p []byte, off uint64) error {
@@ -99,71 +104,41 @@ type Meta struct {
 // SplitRange is the pfns [Start, End) one split file holds.
 type SplitRange struct{ Start, End uint64 }
 
-// Page is one dumped page as the workers produced it.
-type Page struct {
-	Size  uint32 // bytes of data for this page in the chunk's data
-	Flags uint32 // compression flag, 0 raw
-	Zero  bool   // use the shared zero page; no data
-}
-
 const (
 	dataBufSize = 1 << 20
 	descBufSize = 256 << 10
 )
 
-// Kdump writes a kdump-compressed file (header_version 6), in one of two
-// ways, not both:
-//
-//   - WritePages takes the pages in order: descriptors and data go
-//     through two buffers flushed with large positioned writes, so each
-//     region is written sequentially (a flattened stream's records come
-//     in one order whatever the workers);
-//   - Reserve hands out, in order, where each chunk of pages goes (its
-//     data offset and descriptor slots: only arithmetic), and WriteReserved,
-//     called by the pipeline's workers at once and in any order, writes a
-//     chunk there straight from its buffer, data first, then its
-//     descriptors. The bytes, and so the file, are the same.
-type Kdump struct {
+// kdumpFile is what both ways of writing a kdump-compressed file
+// (header_version 6) share: the headers, notes and bitmaps written at the
+// start, the descriptor loop, the ERASEINFO at the end, and, for a dump
+// that cannot finish, the cut bitmap and the INCOMPLETE mark
+// (incomplete.go).
+type kdumpFile struct {
 	posWriter
 	layout   kdumpfmt.Layout
 	zeroDesc kdumpfmt.PageDesc
 
-	descs    []byte
-	descNext uint64 // file offset of the next descriptor
-	data     []byte
-	dataNext uint64 // file offset of the next data byte
+	// descNext and dataNext are the file offsets of the next descriptor
+	// and the next data byte: written (Kdump) or handed out (PlacedKdump).
+	descNext, dataNext uint64
 
 	status uint32 // the header's status, as written
 	meta   *Meta
 
-	// Chunks written by Reserve and WriteReserved instead of WritePages.
-	placed bool
-	places uint64 // chunks placed so far
-	landMu sync.Mutex
-	landed uint64 // chunks whose data landed, in order from the first
-	// early holds the descriptors of chunks whose data landed before an
-	// earlier chunk's; pend, those of the landed chunks, in order, not yet
-	// written; descsOut is the file offset past the descriptors written.
-	early    map[uint64]*descChunk
-	pend     []byte
-	descsOut uint64
-
 	sub       kdumpfmt.SubHeader // as written at the start
 	eraseinfo []byte             // the ERASEINFO text, written by Close
 
-	// prio, when set (SetPriority), holds the priority pages' descriptors
-	// as they land (priority.go, ordered.go); scratch is WritePfns's
-	// descriptors of one chunk.
-	prio    *prioDescs
-	scratch descChunk
+	// prio, when set (SetPriority), holds the priority pages'
+	// descriptors as they land (priority.go).
+	prio *prioDescs
 }
 
-// NewKdump writes the headers, notes and bitmaps and returns a writer ready
-// for pages.
-func NewKdump(out Output, m *Meta) (*Kdump, error) {
+// newKdumpFile writes the headers, notes and bitmaps.
+func newKdumpFile(out Output, m *Meta) (*kdumpFile, error) {
 	bs := m.BlockSize
 	l := kdumpfmt.NewLayout(bs, uint64(len(m.Notes)), m.MaxMapnr, m.NumDumpable)
-	k := &Kdump{
+	k := &kdumpFile{
 		posWriter: posWriter{out: out}, layout: l,
 		descNext: l.Descs, dataNext: l.Data,
 		status: m.Status, meta: m,
@@ -211,10 +186,10 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	if err := k.writeAt(sub.Marshal(), bs); err != nil {
 		return nil, err
 	}
-	if err := k.writeBitmap(m.Present, l.Bitmap1, l.BitmapBlocks/2*bs); err != nil {
+	if err := k.writeBitmap(m.Present, l.Bitmap1, l.BitmapSize); err != nil {
 		return nil, err
 	}
-	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapBlocks/2*bs); err != nil {
+	if err := k.writeBitmap(m.Dumpable, l.Bitmap2, l.BitmapSize); err != nil {
 		return nil, err
 	}
 	n := m.NumDumpable
@@ -228,186 +203,25 @@ func NewKdump(out Output, m *Meta) (*Kdump, error) {
 	return k, nil
 }
 
-// buffers allocates the write buffers on first use, with the zero page
-// (dump level bit 1) first in the data: a split dump opens every part at
-// the start, but fills one at a time. release frees them again.
-func (k *Kdump) buffers() {
-	if k.data != nil {
-		return
-	}
-	k.descs = make([]byte, 0, descBufSize)
-	k.data = make([]byte, 0, dataBufSize)
-	if k.meta.ZeroPage && k.dataNext == k.layout.Data {
-		k.data = k.data[:k.meta.BlockSize]
-		clear(k.data)
-	}
-}
-
-func (k *Kdump) release() { k.descs, k.data = nil, nil }
-
-// Layout returns where each region of the file is.
-func (k *Kdump) Layout() kdumpfmt.Layout { return k.layout }
-
 // Written returns the number of bytes written so far.
-func (k *Kdump) Written() uint64 { return k.n.Load() }
+func (k *kdumpFile) Written() uint64 { return k.n.Load() }
 
-// WritePages appends the descriptors and data of consecutive dumped pages;
-// data holds the stored bytes of the non-zero pages, back to back. Large
-// data goes straight to the output, small data through the buffer. The
-// data is placed before the descriptors: a descriptor buffer that fills on
-// the way is flushed after the data it points at (flushDescs), so no
-// descriptor reaches the disk before its page (see Abort).
-func (k *Kdump) WritePages(pages []Page, data []byte) error {
-	k.buffers()
-	off := k.dataNext + uint64(len(k.data)) // file offset of data[0]
-	if err := k.appendData(data); err != nil {
-		return err
-	}
-	var d [kdumpfmt.PageDescSize]byte
-	for _, p := range pages {
+// putDescs fills d with the descriptors of pages whose data starts at
+// file offset off: the one descriptor loop of both writers.
+func (k *kdumpFile) putDescs(d []byte, off uint64, pages []chunk.Page) {
+	for i, p := range pages {
 		desc := k.zeroDesc
 		if !p.Zero {
 			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
 			off += uint64(p.Size)
 		}
-		desc.Put(d[:])
-		if len(k.descs)+len(d) > cap(k.descs) {
-			if err := k.flushDescs(); err != nil {
-				return err
-			}
-		}
-		k.descs = append(k.descs, d[:]...)
+		desc.Put(d[i*kdumpfmt.PageDescSize:])
 	}
-	return nil
-}
-
-// appendData buffers data, or writes it straight out when it is large; it
-// lands at the file offset dataNext+len(k.data) had on entry either way.
-func (k *Kdump) appendData(data []byte) error {
-	if len(k.data)+len(data) <= cap(k.data) {
-		k.data = append(k.data, data...)
-		return nil
-	}
-	if err := k.flushData(); err != nil {
-		return err
-	}
-	if len(data) < cap(k.data)/4 {
-		k.data = append(k.data, data...)
-		return nil
-	}
-	return k.writeData(data)
-}
-
-// writeData writes p at dataNext, past the buffered data.
-func (k *Kdump) writeData(p []byte) error {
-	if err := k.writeAt(p, k.dataNext); err != nil {
-		return fmt.Errorf("page data: %w", err)
-	}
-	k.dataNext += uint64(len(p))
-	return nil
-}
-
-func (k *Kdump) flushData() error {
-	if err := k.writeData(k.data); err != nil {
-		return err
-	}
-	k.data = k.data[:0]
-	return nil
-}
-
-// flushDescs writes the buffered descriptors, after the data they point
-// at: a descriptor on disk always describes data that landed, which is
-// what makes a dump cut short by a full disk analysable (see Abort).
-func (k *Kdump) flushDescs() error {
-	if err := k.flushData(); err != nil {
-		return err
-	}
-	if err := k.writeAt(k.descs, k.descNext); err != nil {
-		return fmt.Errorf("page descriptors: %w", err)
-	}
-	k.descNext += uint64(len(k.descs))
-	k.descs = k.descs[:0]
-	if k.prio != nil {
-		k.prio.front = k.prio.pendEnd
-	}
-	return nil
-}
-
-// Close flushes the data, then the descriptors (flushDescs does both), as
-// makedumpfile does, and frees the buffers.
-func (k *Kdump) Close() error {
-	if k.placed {
-		// Every chunk's data was written by WriteReserved: the last
-		// descriptors are left.
-		k.landMu.Lock()
-		defer k.landMu.Unlock()
-		if k.prio != nil {
-			k.pend = k.prio.rest(k.pend)
-		}
-		if err := k.flushPending(); err != nil {
-			return err
-		}
-		return k.writeEraseinfo()
-	}
-	k.buffers()
-	if k.prio != nil {
-		k.descs = k.prio.rest(k.descs)
-	}
-	if err := k.flushDescs(); err != nil {
-		return err
-	}
-	k.release()
-	return k.writeEraseinfo()
-}
-
-// writeEraseinfo writes the ERASEINFO text past the last page's data and
-// the sub header again with its place (makedumpfile's
-// write_kdump_eraseinfo and update_eraseinfo_of_sub_header).
-func (k *Kdump) writeEraseinfo() error {
-	if len(k.eraseinfo) == 0 {
-		return nil
-	}
-	if err := k.writeAt(k.eraseinfo, k.dataNext); err != nil {
-		return fmt.Errorf("eraseinfo: %w", err)
-	}
-	k.sub.OffsetEraseinfo, k.sub.SizeEraseinfo = k.dataNext, uint64(len(k.eraseinfo))
-	k.dataNext += uint64(len(k.eraseinfo))
-	if err := k.writeAt(k.sub.Marshal(), k.meta.BlockSize); err != nil {
-		return fmt.Errorf("sub header: %w", err)
-	}
-	return nil
-}
-
-// Place is where one chunk of pages goes in a kdump file (Kdump.Reserve).
-type Place struct {
-	seq     uint64 // the chunk's number in order
-	descOff uint64 // file offset of its first descriptor
-	dataOff uint64 // file offset of its first data byte
-}
-
-// Reserve reserves the space of the next chunk of pages in order: their
-// descriptors' slots and dataLen bytes of data. It only does arithmetic,
-// but for the first chunk of a dump with a zero page, which writes it. It
-// must be called in order and not concurrently; WriteReserved may then
-// write the chunk from any goroutine.
-func (k *Kdump) Reserve(pages []Page, dataLen int) (Place, error) {
-	if !k.placed {
-		k.placed, k.descsOut = true, k.descNext
-		k.pend = make([]byte, 0, descBufSize)
-		if err := k.writeZeroPage(); err != nil {
-			return Place{}, err
-		}
-	}
-	p := Place{seq: k.places, descOff: k.descNext, dataOff: k.dataNext}
-	k.places++
-	k.descNext += uint64(len(pages)) * kdumpfmt.PageDescSize
-	k.dataNext += uint64(dataLen)
-	return p, nil
 }
 
 // writeZeroPage writes the shared zero page (dump level bit 1) where the
-// data begins, ahead of a file's first data written without the buffer.
-func (k *Kdump) writeZeroPage() error {
+// data begins, ahead of a file's first data written without a buffer.
+func (k *kdumpFile) writeZeroPage() error {
 	if !k.meta.ZeroPage || k.dataNext != k.layout.Data {
 		return nil
 	}
@@ -418,81 +232,20 @@ func (k *Kdump) writeZeroPage() error {
 	return nil
 }
 
-// descChunk is one chunk's descriptors on their way to the file, with
-// the chunk's pfns when the file is prioritised.
-type descChunk struct {
-	b    []byte
-	pfns []uint64
-}
-
-// descBufs are WriteReserved's descriptor buffers, one chunk's worth each.
-var descBufs = sync.Pool{New: func() any { return new(descChunk) }}
-
-// WriteReserved writes a reserved chunk's data, then hands its descriptors to
-// land, which writes them in order, 256 KiB at a time, once the data of
-// every chunk before them landed too: so a descriptor on disk always
-// points at data that landed (see Abort), and the descriptors cost a
-// write per 42 chunks, not one each.
-//
-// pfns are the chunk's pfns; only a prioritised file uses them.
-func (k *Kdump) WriteReserved(at Place, pfns []uint64, pages []Page, data []byte) error {
-	if err := k.writeAt(data, at.dataOff); err != nil {
-		return fmt.Errorf("page data: %w", err)
-	}
-	bp := descBufs.Get().(*descChunk)
-	need := len(pages) * kdumpfmt.PageDescSize
-	if cap(bp.b) < need {
-		bp.b = make([]byte, need)
-	}
-	if k.prio != nil {
-		bp.pfns = append(bp.pfns[:0], pfns...)
-	}
-	bp.b = bp.b[:need]
-	k.putDescs(bp.b, at.dataOff, pages)
-	return k.land(at.seq, bp)
-}
-
-// land records that chunk seq's data landed, with its descriptors, and
-// moves the landed chunks' descriptors, in order, to the pending ones,
-// writing those when they fill the buffer (under the lock: once per
-// 256 KiB, and the pipeline's places are not held up by it).
-func (k *Kdump) land(seq uint64, bp *descChunk) error {
-	k.landMu.Lock()
-	defer k.landMu.Unlock()
-	if seq != k.landed {
-		if k.early == nil {
-			k.early = map[uint64]*descChunk{}
-		}
-		k.early[seq] = bp
+// writeEraseinfo writes the ERASEINFO text past the last page's data and
+// the sub header again with its place (makedumpfile's
+// write_kdump_eraseinfo and update_eraseinfo_of_sub_header).
+func (k *kdumpFile) writeEraseinfo() error {
+	if len(k.eraseinfo) == 0 {
 		return nil
 	}
-	for ok := true; ok; {
-		if k.prio != nil {
-			k.pend = k.prio.land(k.pend, bp)
-		} else {
-			k.pend = append(k.pend, bp.b...)
-		}
-		descBufs.Put(bp)
-		k.landed++
-		if bp, ok = k.early[k.landed]; ok {
-			delete(k.early, k.landed)
-		}
+	if err := k.writeAt(k.eraseinfo, k.dataNext); err != nil {
+		return fmt.Errorf("eraseinfo: %w", err)
 	}
-	if len(k.pend) >= descBufSize {
-		return k.flushPending()
-	}
-	return nil
-}
-
-// flushPending writes the pending descriptors (under landMu).
-func (k *Kdump) flushPending() error {
-	if err := k.writeAt(k.pend, k.descsOut); err != nil {
-		return fmt.Errorf("page descriptors: %w", err)
-	}
-	k.descsOut += uint64(len(k.pend))
-	k.pend = k.pend[:0]
-	if k.prio != nil {
-		k.prio.front = k.prio.pendEnd
+	k.sub.OffsetEraseinfo, k.sub.SizeEraseinfo = k.dataNext, uint64(len(k.eraseinfo))
+	k.dataNext += uint64(len(k.eraseinfo))
+	if err := k.writeAt(k.sub.Marshal(), k.meta.BlockSize); err != nil {
+		return fmt.Errorf("sub header: %w", err)
 	}
 	return nil
 }

@@ -5,19 +5,187 @@ import (
 	"slices"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/kdumpfmt"
 )
 
-// A prioritised file written in order (WritePfns: a flattened stream, whose
-// records must come in one order, or a split part) gets each priority
-// chunk's data and then at once its descriptors, at their slots in the
-// descriptor table (a record per run of consecutive slots in a stream);
-// the bulk follows in pfn order as in WritePages, its descriptors with the
-// priority ones merged back in at their pfns (the same bytes, written a
-// second time: 24 bytes a priority page). So a descriptor never comes
-// before its data, and any prefix of the stream, or a file stopped at any
-// point, holds a consistent dump: every page whose descriptor landed, the
-// landed priority pages among them (sink.FinishCut, Abort).
+// Kdump writes a kdump-compressed file whose chunks come in order, one at
+// a time (pipeline.Writer): a flattened stream, whose records must come
+// in one order, or a split part. Descriptors and data go through two
+// buffers flushed with large positioned writes, so each region is written
+// sequentially. (A regular file is written by the workers themselves:
+// PlacedKdump. The bytes are the same.)
+type Kdump struct {
+	*kdumpFile
+	descs []byte // buffered descriptors, to land at descNext
+	data  []byte // buffered data, to land at dataNext
+	// scratch is one chunk's descriptors on their way to descs.
+	scratch descChunk
+}
+
+// NewKdump writes the headers, notes and bitmaps and returns a writer ready
+// for chunks in order.
+func NewKdump(out Output, m *Meta) (*Kdump, error) {
+	f, err := newKdumpFile(out, m)
+	if err != nil {
+		return nil, err
+	}
+	return &Kdump{kdumpFile: f}, nil
+}
+
+// SetPriority makes the file prioritised (priority.go): set holds the
+// priority pfns (each dumpable), whose chunks (chunk.Chunk.Priority) come
+// before the bulk. A priority chunk goes out at once, its data and then
+// its descriptors at their slots in the descriptor table (a record per
+// run of consecutive slots in a stream); the bulk follows in pfn order,
+// its descriptors with the priority ones merged back in at their pfns
+// (the same bytes, written a second time: 24 bytes a priority page). So a
+// descriptor never comes before its data, and any prefix of the stream,
+// or a file stopped at any point, holds a consistent dump: every page
+// whose descriptor landed, the landed priority pages among them (FinishCut,
+// Abort). The slots are found here, before the copy pass; a split part
+// takes the set's pfns in its own range. Call it before the first chunk.
+func (k *Kdump) SetPriority(set *bitmap.Bitmap) error {
+	if err := k.setPriority(set); err != nil {
+		return err
+	}
+	k.prio.slots(k.meta.Dumpable)
+	return nil
+}
+
+// buffers allocates the write buffers on first use, with the zero page
+// (dump level bit 1) first in the data: a split dump opens every part at
+// the start, but fills one at a time. release frees them again.
+func (k *Kdump) buffers() {
+	if k.data != nil {
+		return
+	}
+	k.descs = make([]byte, 0, descBufSize)
+	k.data = make([]byte, 0, dataBufSize)
+	if k.meta.ZeroPage && k.dataNext == k.layout.Data {
+		k.data = k.data[:k.meta.BlockSize]
+		clear(k.data)
+	}
+}
+
+func (k *Kdump) release() { k.descs, k.data = nil, nil }
+
+// WriteChunk appends the descriptors and data of the next chunk in
+// order. Large data goes straight to the output, small data through the
+// buffer. The data is placed before the descriptors: a descriptor buffer
+// that fills on the way is flushed after the data it points at
+// (flushDescs), so no descriptor reaches the disk before its page (see
+// Abort). In a prioritised file a priority chunk goes out at once
+// (writePriority) and a bulk chunk's descriptors get the priority ones
+// below its pages merged in.
+func (k *Kdump) WriteChunk(c chunk.Chunk) error {
+	p := k.prio
+	if p != nil && len(c.Pages) > 0 {
+		if len(c.Pfns) != len(c.Pages) {
+			return fmt.Errorf("priority: %d pfns for %d pages", len(c.Pfns), len(c.Pages))
+		}
+		if c.Priority {
+			return k.writePriority(c)
+		}
+	}
+	k.buffers()
+	off := k.dataNext + uint64(len(k.data)) // file offset of c.Data[0]
+	if err := k.appendData(c.Data); err != nil {
+		return err
+	}
+	d := k.chunkDescs(off, c.Pages)
+	if p == nil || len(c.Pages) == 0 {
+		return k.appendDescs(d.b)
+	}
+	d.pfns = c.Pfns
+	k.descs = p.land(k.descs, d)
+	if len(k.descs) >= descBufSize {
+		return k.flushDescs()
+	}
+	return nil
+}
+
+// appendDescs buffers the descriptors b, flushing the buffer whenever the
+// next descriptor does not fit.
+func (k *Kdump) appendDescs(b []byte) error {
+	for {
+		room := (cap(k.descs) - len(k.descs)) / kdumpfmt.PageDescSize * kdumpfmt.PageDescSize
+		n := min(room, len(b))
+		k.descs = append(k.descs, b[:n]...)
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
+		if err := k.flushDescs(); err != nil {
+			return err
+		}
+	}
+}
+
+// appendData buffers data, or writes it straight out when it is large; it
+// lands at the file offset dataNext+len(k.data) had on entry either way.
+func (k *Kdump) appendData(data []byte) error {
+	if len(k.data)+len(data) <= cap(k.data) {
+		k.data = append(k.data, data...)
+		return nil
+	}
+	if err := k.flushData(); err != nil {
+		return err
+	}
+	if len(data) < cap(k.data)/4 {
+		k.data = append(k.data, data...)
+		return nil
+	}
+	return k.writeData(data)
+}
+
+// writeData writes p at dataNext, past the buffered data.
+func (k *Kdump) writeData(p []byte) error {
+	if err := k.writeAt(p, k.dataNext); err != nil {
+		return fmt.Errorf("page data: %w", err)
+	}
+	k.dataNext += uint64(len(p))
+	return nil
+}
+
+func (k *Kdump) flushData() error {
+	if err := k.writeData(k.data); err != nil {
+		return err
+	}
+	k.data = k.data[:0]
+	return nil
+}
+
+// flushDescs writes the buffered descriptors, after the data they point
+// at: a descriptor on disk always describes data that landed, which is
+// what makes a dump cut short by a full disk analysable (see Abort).
+func (k *Kdump) flushDescs() error {
+	if err := k.flushData(); err != nil {
+		return err
+	}
+	if err := k.writeAt(k.descs, k.descNext); err != nil {
+		return fmt.Errorf("page descriptors: %w", err)
+	}
+	k.descNext += uint64(len(k.descs))
+	k.descs = k.descs[:0]
+	if k.prio != nil {
+		k.prio.front = k.prio.pendEnd
+	}
+	return nil
+}
+
+// Close flushes the data, then the descriptors (flushDescs does both), as
+// makedumpfile does, frees the buffers and writes the ERASEINFO.
+func (k *Kdump) Close() error {
+	k.buffers()
+	if k.prio != nil {
+		k.descs = k.prio.rest(k.descs)
+	}
+	if err := k.flushDescs(); err != nil {
+		return err
+	}
+	k.release()
+	return k.writeEraseinfo()
+}
 
 // slots computes the descriptor index of every priority pfn in [lo, hi):
 // its rank among the file's dumpable pfns, in one forward sweep (which a
@@ -42,41 +210,12 @@ func (p *prioDescs) slotOf(pfn uint64) (uint64, error) {
 	return p.slotIdx[i], nil
 }
 
-// WritePfns is WritePages for a file that may be prioritised: pfns are the
-// pages' pfns. A priority chunk (SetPriority's set, handed over before the
-// bulk) goes out at once, data then descriptors; a bulk chunk as in
-// WritePages, with the priority descriptors below its pages merged in.
-func (k *Kdump) WritePfns(pfns []uint64, pages []Page, data []byte) error {
-	p := k.prio
-	if p == nil || len(pages) == 0 {
-		return k.WritePages(pages, data)
-	}
-	if len(pfns) != len(pages) {
-		return fmt.Errorf("priority: %d pfns for %d pages", len(pfns), len(pages))
-	}
-	if !p.sorted && p.set.Test(pfns[0]) {
-		return k.writePriority(pfns, pages, data)
-	}
-	k.buffers()
-	off := k.dataNext + uint64(len(k.data))
-	if err := k.appendData(data); err != nil {
-		return err
-	}
-	c := k.chunkDescs(off, pages)
-	c.pfns = pfns
-	k.descs = p.land(k.descs, c)
-	if len(k.descs) >= descBufSize {
-		return k.flushDescs()
-	}
-	return nil
-}
-
 // writePriority writes a priority chunk: its data (after the shared zero
 // page, for the file's first data), then its descriptors at their slots,
 // one write per run of consecutive slots. The descriptors written are
 // kept, to be merged into the bulk's and, when the dump stops, to say
 // which priority pages landed.
-func (k *Kdump) writePriority(pfns []uint64, pages []Page, data []byte) error {
+func (k *Kdump) writePriority(c chunk.Chunk) error {
 	if len(k.data) > 0 {
 		if err := k.flushData(); err != nil {
 			return err
@@ -86,13 +225,13 @@ func (k *Kdump) writePriority(pfns []uint64, pages []Page, data []byte) error {
 		return err
 	}
 	off := k.dataNext
-	if err := k.writeData(data); err != nil {
+	if err := k.writeData(c.Data); err != nil {
 		return err
 	}
-	b := k.chunkDescs(off, pages).b
+	b := k.chunkDescs(off, c.Pages).b
 	// start and first: the run of consecutive slots being gathered.
 	start, first := 0, uint64(0)
-	for i, pfn := range pfns {
+	for i, pfn := range c.Pfns {
 		s, err := k.prio.slotOf(pfn)
 		if err != nil {
 			return err
@@ -124,26 +263,13 @@ func (k *Kdump) writeSlots(b []byte, first uint64) error {
 
 // chunkDescs fills the scratch chunk with the descriptors of pages whose
 // data starts at file offset off: reused from chunk to chunk, as what
-// takes them (land, writeSlots) copies them.
-func (k *Kdump) chunkDescs(off uint64, pages []Page) *descChunk {
+// takes them (appendDescs, land, writeSlots) copies them.
+func (k *Kdump) chunkDescs(off uint64, pages []chunk.Page) *descChunk {
 	need := len(pages) * kdumpfmt.PageDescSize
 	if cap(k.scratch.b) < need {
 		k.scratch.b = make([]byte, need)
 	}
-	k.scratch.b, k.scratch.pfns = k.scratch.b[:need], nil
+	k.scratch.b, k.scratch.pfns, k.scratch.priority = k.scratch.b[:need], nil, false
 	k.putDescs(k.scratch.b, off, pages)
 	return &k.scratch
-}
-
-// putDescs fills d with the descriptors of pages whose data starts at
-// file offset off.
-func (k *Kdump) putDescs(d []byte, off uint64, pages []Page) {
-	for i, p := range pages {
-		desc := k.zeroDesc
-		if !p.Zero {
-			desc = kdumpfmt.PageDesc{Offset: int64(off), Size: p.Size, Flags: p.Flags}
-			off += uint64(p.Size)
-		}
-		desc.Put(d[i*kdumpfmt.PageDescSize:])
-	}
 }

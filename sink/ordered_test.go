@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/convert"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
@@ -39,7 +40,7 @@ func readAll(t *testing.T, path string) []byte {
 }
 
 // stream writes pd (prioritised, or in pfn order when pd.set is nil:
-// its chunks as they are) as a flattened stream, by WritePfns.
+// its chunks as they are) as a flattened stream, by Kdump.WriteChunk.
 func (pd *prioDump) stream(t *testing.T, meta *Meta) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -52,12 +53,12 @@ func (pd *prioDump) stream(t *testing.T, meta *Meta) []byte {
 		t.Fatal(err)
 	}
 	if pd.set != nil {
-		if err := k.SetPriority(pd.set, true); err != nil {
+		if err := k.SetPriority(pd.set); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range pd.chunks {
-		if err := k.WritePfns(pd.pfns[i], pd.chunks[i], pd.data[i]); err != nil {
+		if err := k.WriteChunk(pd.chunk(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +106,7 @@ func TestPrioritisedStream(t *testing.T) {
 		t.Fatal("two streams of one dump differ")
 	}
 	var rebuilt memFile
-	if _, err := source.Rearrange(bytes.NewReader(s), &rebuilt); err != nil {
+	if _, err := kdumpfmt.Unflatten(bytes.NewReader(s), &rebuilt); err != nil {
 		t.Fatal(err)
 	}
 	placed, _ := pd.write(t, d.meta, len(pd.chunks), 0, r)
@@ -189,7 +190,7 @@ func TestRebuildCutStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.pd.stream(t, d.meta)
 			var whole memFile
-			if _, err := source.Rearrange(bytes.NewReader(s), &whole); err != nil {
+			if _, err := kdumpfmt.Unflatten(bytes.NewReader(s), &whole); err != nil {
 				t.Fatal(err)
 			}
 			l := kdumpfmt.NewLayout(4096, uint64(len(d.meta.Notes)), d.meta.MaxMapnr, d.meta.NumDumpable)
@@ -228,8 +229,8 @@ func checkStreamCut(t *testing.T, prefix []byte, recs []record, whole *memFile, 
 	t.Helper()
 	cut := int64(len(prefix))
 	var f memFile
-	_, err := source.Rearrange(bytes.NewReader(prefix), &f)
-	var ce *source.CutError
+	_, err := kdumpfmt.Unflatten(bytes.NewReader(prefix), &f)
+	var ce *kdumpfmt.CutError
 	if cut < kdumpfmt.FlatHeaderSize && errors.Is(err, kdumpfmt.ErrNotFlattened) {
 		return
 	}
@@ -252,9 +253,9 @@ func checkStreamCut(t *testing.T, prefix []byte, recs []record, whole *memFile, 
 			}
 		}
 	}
-	kept, lost, err := FinishCut(&f, ce.End)
+	kept, lost, err := convert.FinishCut(&f, ce.End)
 	if !headers {
-		if !errors.Is(err, ErrCutInHeaders) {
+		if !errors.Is(err, convert.ErrCutInHeaders) {
 			t.Fatalf("cut at %d, before the bitmaps landed: %v", cut, err)
 		}
 		return
@@ -321,7 +322,7 @@ func TestPrioritisedSplit(t *testing.T) {
 			}
 			landed := bitmap.New(m.MaxMapnr)
 			for i := range stop {
-				if err := s.WritePfns(pd.pfns[i], pd.chunks[i], pd.data[i]); err != nil {
+				if err := s.WriteChunk(pd.chunk(i)); err != nil {
 					t.Fatal(err)
 				}
 				for _, p := range pd.pfns[i] {
@@ -333,7 +334,8 @@ func TestPrioritisedSplit(t *testing.T) {
 			if complete {
 				err = s.Close()
 			} else {
-				inc, err = s.Abort()
+				err = s.Abort()
+				inc = s.Incomplete()
 			}
 			if err != nil {
 				t.Fatal(err)

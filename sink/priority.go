@@ -46,17 +46,9 @@ type pfnDesc struct {
 	desc [kdumpfmt.PageDescSize]byte
 }
 
-// SetPriority makes the file prioritised: set holds the priority pfns
-// (each dumpable), whose chunks the copy pass hands over first; a chunk
-// is either all priority pages or none. Call it before the first page.
-// A file written by placed chunks (Reserve, WriteReserved) keeps the
-// priority pages' descriptors until the bulk reaches their pfns; one
-// written in order (WritePfns: a flattened stream, a split part) writes
-// them at once too, at their slots, after their data (ordered.go). A
-// split part takes the set's pfns in its own range. ordered says the file
-// is written by WritePfns: the priority pages' slots are then found here,
-// before the copy pass.
-func (k *Kdump) SetPriority(set *bitmap.Bitmap, ordered bool) error {
+// setPriority makes the file prioritised: set holds the priority pfns
+// (each dumpable); a split part takes those in its own range.
+func (k *kdumpFile) setPriority(set *bitmap.Bitmap) error {
 	if set.Len() > k.meta.Dumpable.Len() {
 		return fmt.Errorf("priority: a set of %d pfns for a dump of %d", set.Len(), k.meta.Dumpable.Len())
 	}
@@ -64,9 +56,6 @@ func (k *Kdump) SetPriority(set *bitmap.Bitmap, ordered bool) error {
 	hi = min(hi, set.Len())
 	lo = min(lo, hi)
 	k.prio = &prioDescs{set: set, lo: lo, hi: hi, descs: make([]pfnDesc, 0, set.Count(lo, hi))}
-	if ordered {
-		k.prio.slots(k.meta.Dumpable)
-	}
 	return nil
 }
 
@@ -77,7 +66,7 @@ func (p *prioDescs) land(pend []byte, c *descChunk) []byte {
 	if len(c.pfns) == 0 {
 		return pend
 	}
-	if !p.sorted && p.set.Test(c.pfns[0]) {
+	if c.priority {
 		for i, pfn := range c.pfns {
 			d := pfnDesc{pfn: pfn}
 			copy(d.desc[:], c.b[i*kdumpfmt.PageDescSize:])
@@ -126,11 +115,11 @@ func (p *prioDescs) rest(pend []byte) []byte {
 	return p.mergeBelow(pend, ^uint64(0))
 }
 
-// abortPrioritised is abortPlaced for a prioritised file: the pages below
+// abortPrioritised is Abort for a prioritised placed file: the pages below
 // the front (descriptors on disk) stay, and so do the priority pages that
 // landed above it, their descriptors written next; every other page is
 // taken out of the 2nd bitmap.
-func (k *Kdump) abortPrioritised() error {
+func (k *PlacedKdump) abortPrioritised() error {
 	p := k.prio
 	p.sort()
 	front := p.front
@@ -151,7 +140,7 @@ func (k *Kdump) abortPrioritised() error {
 			m.Set(pfn)
 		}
 	}
-	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapBlocks/2*k.layout.BlockSize); err != nil {
+	if err := k.writeBitmap(m, k.layout.Bitmap2, k.layout.BitmapSize); err != nil {
 		return fmt.Errorf("take the lost pages out of the bitmap: %w", err)
 	}
 	return k.markIncomplete()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 	"pagepipe/kdumpfmt"
 )
 
@@ -15,14 +16,21 @@ import (
 type prioDump struct {
 	set    *bitmap.Bitmap
 	pfns   [][]uint64
-	chunks [][]Page
+	chunks [][]chunk.Page
 	data   [][]byte
+	// first is how many of the chunks are priority pages.
+	first int
+}
+
+// chunk is chunk i as the copy pass hands it over.
+func (pd *prioDump) chunk(i int) chunk.Chunk {
+	return chunk.Chunk{Pfns: pd.pfns[i], Pages: pd.chunks[i], Data: pd.data[i], Priority: i < pd.first}
 }
 
 func newPrioDump(d *splitDump, r *rand.Rand) *prioDump {
 	type page struct {
 		pfn  uint64
-		p    Page
+		p    chunk.Page
 		data []byte
 	}
 	var all []page
@@ -59,7 +67,7 @@ func newPrioDump(d *splitDump, r *rand.Rand) *prioDump {
 		for len(ps) > 0 {
 			n := min(len(ps), 1+r.IntN(256))
 			var pfns []uint64
-			var pages []Page
+			var pages []chunk.Page
 			var data []byte
 			for _, p := range ps[:n] {
 				pfns, pages, data = append(pfns, p.pfn), append(pages, p.p), append(data, p.data...)
@@ -69,6 +77,7 @@ func newPrioDump(d *splitDump, r *rand.Rand) *prioDump {
 		}
 	}
 	cut(first)
+	pd.first = len(pd.chunks)
 	cut(bulk)
 	return pd
 }
@@ -79,28 +88,28 @@ func newPrioDump(d *splitDump, r *rand.Rand) *prioDump {
 func (pd *prioDump) write(t *testing.T, meta *Meta, stop int, limit int64, r *rand.Rand) (b []byte, fits int) {
 	t.Helper()
 	var mem splitMem
-	k, err := NewKdump(&mem, meta)
+	k, err := NewPlacedKdump(&mem, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.SetPriority(pd.set, false); err != nil {
+	if err := k.SetPriority(pd.set); err != nil {
 		t.Fatal(err)
 	}
 	if limit > 0 {
 		k.out = Limit{Output: &mem, Max: limit}
 	}
-	places := make([]Place, stop)
+	places := make([]chunk.Place, stop)
 	fits = stop
 	for i := range stop {
-		if places[i], err = k.Reserve(pd.chunks[i], len(pd.data[i])); err != nil {
+		if places[i], err = k.Place(chunk.Chunk{Pages: pd.chunks[i], Data: pd.data[i]}); err != nil {
 			t.Fatal(err)
 		}
-		if limit > 0 && fits == stop && int64(places[i].dataOff)+int64(len(pd.data[i])) > limit {
+		if limit > 0 && fits == stop && int64(places[i].DataOff)+int64(len(pd.data[i])) > limit {
 			fits = i
 		}
 	}
 	for _, i := range r.Perm(stop) {
-		if err := k.WriteReserved(places[i], pd.pfns[i], pd.chunks[i], pd.data[i]); err != nil && limit == 0 {
+		if err := k.WritePlaced(places[i], pd.chunk(i)); err != nil && limit == 0 {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
 )
 
 // SplitBounds chooses the pfn ranges of an n-way split dump (--split), as
@@ -63,6 +64,8 @@ type Split struct {
 	left   []uint64 // dumpable pages each part still takes
 	cur    int      // the part the bulk is being written to
 	prio   bool     // SetPriority was called
+	// incomplete are the parts Abort left incomplete.
+	incomplete []int
 }
 
 // NewSplit starts a split dump over outs, part i holding the pfns
@@ -95,15 +98,14 @@ func NewSplit(outs []Output, m *Meta, bounds []uint64) (*Split, error) {
 	return s, nil
 }
 
-// SetPriority prioritises every part (Kdump.SetPriority, written in
-// order): the copy pass hands over the priority pages of the whole dump
-// first, and each goes to the part its pfn falls in, data and descriptor
-// at once; then the bulk, in pfn order. A split dump stopped early so
-// keeps, in each part, the priority pages that landed. Call it before
-// the first page.
+// SetPriority prioritises every part (Kdump.SetPriority): the copy pass
+// hands over the priority pages of the whole dump first, and each goes to
+// the part its pfn falls in, data and descriptor at once; then the bulk,
+// in pfn order. A split dump stopped early so keeps, in each part, the
+// priority pages that landed. Call it before the first chunk.
 func (s *Split) SetPriority(set *bitmap.Bitmap) error {
 	for i, k := range s.ks {
-		if err := k.SetPriority(set, true); err != nil {
+		if err := k.SetPriority(set); err != nil {
 			return &PartError{i, err}
 		}
 	}
@@ -130,51 +132,43 @@ func (s *Split) next() error {
 	return nil
 }
 
-// WritePages takes the next pages of the whole dump's stream, in pfn
-// order (see Kdump.WritePages), and writes each to its part.
-func (s *Split) WritePages(pages []Page, data []byte) error {
-	return s.WritePfns(nil, pages, data)
-}
-
-// WritePfns is WritePages with the pages' pfns, which a prioritised split
-// dump needs: a priority chunk's pages go each to the part that holds its
-// pfn, the bulk's in order as in WritePages.
-func (s *Split) WritePfns(pfns []uint64, pages []Page, data []byte) error {
-	if s.prio && len(pfns) > 0 && s.ks[0].prio.set.Test(pfns[0]) {
-		return s.writePriority(pfns, pages, data)
+// WriteChunk takes the next chunk of the whole dump, in order (see
+// Kdump.WriteChunk), and writes each of its pages to its part: a priority
+// chunk's pages each to the part that holds its pfn, the bulk's in pfn
+// order, moving on to the next part where one is full.
+func (s *Split) WriteChunk(c chunk.Chunk) error {
+	if s.prio && c.Priority {
+		return s.writePriority(c)
 	}
-	for len(pages) > 0 {
+	for len(c.Pages) > 0 {
 		for s.left[s.cur] == 0 {
 			if s.cur == len(s.ks)-1 {
-				return fmt.Errorf("split: %d pages more than the bitmap holds", len(pages))
+				return fmt.Errorf("split: %d pages more than the bitmap holds", len(c.Pages))
 			}
 			if err := s.next(); err != nil {
 				return err
 			}
 		}
-		n := min(uint64(len(pages)), s.left[s.cur])
-		size, err := dataSize(pages[:n], len(data))
+		n := min(uint64(len(c.Pages)), s.left[s.cur])
+		part, rest, err := cut(c, int(n))
 		if err != nil {
 			return err
 		}
-		var part []uint64
-		if pfns != nil {
-			part, pfns = pfns[:n], pfns[n:]
-		}
-		if err := s.ks[s.cur].WritePfns(part, pages[:n], data[:size]); err != nil {
+		if err := s.ks[s.cur].WriteChunk(part); err != nil {
 			return &PartError{s.cur, err}
 		}
-		pages, data = pages[n:], data[size:]
+		c = rest
 		s.left[s.cur] -= n
 	}
 	return nil
 }
 
 // writePriority writes a priority chunk, each run of its pages that falls
-// in one part to that part (Kdump.WritePfns, which needs no buffers for
+// in one part to that part (Kdump.WriteChunk, which needs no buffers for
 // it: the parts are not filled one at a time here).
-func (s *Split) writePriority(pfns []uint64, pages []Page, data []byte) error {
-	for len(pages) > 0 {
+func (s *Split) writePriority(c chunk.Chunk) error {
+	for len(c.Pages) > 0 {
+		pfns := c.Pfns
 		i := sort.Search(len(s.ks), func(i int) bool { return s.bounds[i+1] > pfns[0] })
 		if i == len(s.ks) {
 			return fmt.Errorf("split: pfn %#x past the last part", pfns[0])
@@ -186,31 +180,32 @@ func (s *Split) writePriority(pfns []uint64, pages []Page, data []byte) error {
 		if uint64(n) > s.left[i] {
 			return fmt.Errorf("split: %d pages more than part %d holds", n, i+1)
 		}
-		size, err := dataSize(pages[:n], len(data))
+		part, rest, err := cut(c, n)
 		if err != nil {
 			return err
 		}
-		if err := s.ks[i].WritePfns(pfns[:n], pages[:n], data[:size]); err != nil {
+		if err := s.ks[i].WriteChunk(part); err != nil {
 			return &PartError{i, err}
 		}
-		pfns, pages, data = pfns[n:], pages[n:], data[size:]
+		c = rest
 		s.left[i] -= uint64(n)
 	}
 	return nil
 }
 
-// dataSize is the bytes of data of pages, of have bytes given.
-func dataSize(pages []Page, have int) (int, error) {
-	size := 0
-	for _, p := range pages {
-		if !p.Zero {
-			size += int(p.Size)
-		}
+// cut splits c after its first n pages (its pfns too, where it has them).
+func cut(c chunk.Chunk, n int) (head, rest chunk.Chunk, err error) {
+	size := chunk.DataLen(c.Pages[:n])
+	if size > len(c.Data) {
+		return head, rest, fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, len(c.Data))
 	}
-	if size > have {
-		return 0, fmt.Errorf("split: pages of %d bytes with %d bytes of data", size, have)
+	head, rest = c, c
+	head.Pages, rest.Pages = c.Pages[:n], c.Pages[n:]
+	head.Data, rest.Data = c.Data[:size], c.Data[size:]
+	if c.Pfns != nil {
+		head.Pfns, rest.Pfns = c.Pfns[:n], c.Pfns[n:]
 	}
-	return size, nil
+	return head, rest, nil
 }
 
 // Close finishes the part being written and the parts after it that hold
@@ -235,19 +230,22 @@ func (s *Split) Close() error {
 // Kdump.Abort finishes a dump, its lost pages taken out of its 2nd bitmap
 // within its own pfn range and its header marked INCOMPLETE (a
 // prioritised part keeps the priority pages that landed in it). It
-// returns the indexes of the parts left incomplete, and the first error
-// that stopped it from finishing one.
-func (s *Split) Abort() (incomplete []int, err error) {
+// returns the first error that stopped it from finishing one; Incomplete
+// then names the parts left incomplete.
+func (s *Split) Abort() (err error) {
 	for i := s.cur; i < len(s.ks); i++ {
 		k := s.ks[i]
 		if s.left[i] == 0 && k.Close() == nil {
 			continue
 		}
-		incomplete = append(incomplete, i)
+		s.incomplete = append(s.incomplete, i)
 		if aerr := k.Abort(); aerr != nil && err == nil {
 			err = &PartError{i, aerr}
 		}
 	}
 	s.cur = len(s.ks)
-	return incomplete, err
+	return err
 }
+
+// Incomplete returns the indexes of the parts Abort left incomplete.
+func (s *Split) Incomplete() []int { return s.incomplete }

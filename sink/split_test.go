@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"pagepipe/bitmap"
+	"pagepipe/chunk"
+	"pagepipe/convert"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
 )
@@ -87,7 +90,7 @@ func (m *splitMem) WriteAt(p []byte, off int64) (int, error) {
 // pipeline would produce for it, cut into chunks.
 type splitDump struct {
 	meta   *Meta
-	chunks [][]Page
+	chunks [][]chunk.Page
 	data   [][]byte
 }
 
@@ -115,24 +118,24 @@ func newSplitDump(seed uint64, maxMapnr uint64, zero bool) *splitDump {
 	}
 	copy(m.Utsname[:], "Linux")
 	d := &splitDump{meta: m}
-	var pages []Page
+	var pages []chunk.Page
 	var data []byte
-	chunk := 1 + r.IntN(300)
+	size := 1 + r.IntN(300)
 	for pfn := dumpable.NextSet(0); pfn < maxMapnr; pfn = dumpable.NextSet(pfn + 1) {
 		switch k := r.IntN(4); {
 		case zero && k == 0:
-			pages = append(pages, Page{Zero: true})
+			pages = append(pages, chunk.Page{Zero: true})
 		case k == 1:
-			pages = append(pages, Page{Size: 4096})
+			pages = append(pages, chunk.Page{Size: 4096})
 			data = append(data, randBytes(r, 4096)...)
 		default:
 			n := 1 + r.IntN(4095)
-			pages = append(pages, Page{Size: uint32(n), Flags: kdumpfmt.StatusLZO})
+			pages = append(pages, chunk.Page{Size: uint32(n), Flags: kdumpfmt.StatusLZO})
 			data = append(data, randBytes(r, n)...)
 		}
-		if len(pages) == chunk {
+		if len(pages) == size {
 			d.chunks, d.data = append(d.chunks, pages), append(d.data, data)
-			pages, data, chunk = nil, nil, 1+r.IntN(300)
+			pages, data, size = nil, nil, 1+r.IntN(300)
 		}
 	}
 	if len(pages) > 0 {
@@ -189,11 +192,11 @@ func (d *splitDump) unsplit(t *testing.T) []byte {
 
 // writeAll hands w every chunk of the dump.
 func (d *splitDump) writeAll(t *testing.T, w interface {
-	WritePages([]Page, []byte) error
+	WriteChunk(chunk.Chunk) error
 }) {
 	t.Helper()
 	for i := range d.chunks {
-		if err := w.WritePages(d.chunks[i], d.data[i]); err != nil {
+		if err := w.WriteChunk(chunk.Chunk{Pages: d.chunks[i], Data: d.data[i]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,12 +256,12 @@ func partNames(n int) []string {
 
 func reassembleFiles(t *testing.T, paths []string) ([]byte, error) {
 	t.Helper()
-	set, err := OpenSplitSet(paths)
+	set, err := convert.OpenSplitSet(paths)
 	if err != nil {
 		return nil, err
 	}
 	var out splitMem
-	n, err := set.Reassemble(&out)
+	n, err := set.Reassemble(context.Background(), &out)
 	if err == nil && n > uint64(len(out.b)) {
 		t.Errorf("Reassemble says %d bytes written, the file has %d", n, len(out.b))
 	}
@@ -404,7 +407,7 @@ func TestSplitWriterCountsPages(t *testing.T) {
 	if len(d.chunks) < 2 {
 		t.Fatal("want a dump of several chunks")
 	}
-	if err := s.WritePages(d.chunks[0], d.data[0]); err != nil {
+	if err := s.WriteChunk(chunk.Chunk{Pages: d.chunks[0], Data: d.data[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err == nil {
@@ -413,8 +416,8 @@ func TestSplitWriterCountsPages(t *testing.T) {
 
 	s, _ = NewSplit([]Output{&splitMem{}, &splitMem{}}, d.meta, bounds)
 	d.writeAll(t, s)
-	if err := s.WritePages([]Page{{Zero: true}}, nil); err == nil {
-		t.Error("WritePages accepted a page past the last dumpable one")
+	if err := s.WriteChunk(chunk.Chunk{Pages: []chunk.Page{{Zero: true}}, Data: nil}); err == nil {
+		t.Error("WriteChunk accepted a page past the last dumpable one")
 	}
 
 	for _, b := range [][]uint64{{0, 1000}, {0, 500, 900}, {0, 600, 500, 1000}, {1, 500, 1000}} {
@@ -586,12 +589,13 @@ func splitAbort(t *testing.T, stopIn int) {
 	stop := m.Dumpable.Count(0, bounds[stopIn]) + m.Dumpable.Count(bounds[stopIn], bounds[stopIn+1])*2/3
 	var sent uint64
 	for i := 0; sent < stop; i++ {
-		if err := s.WritePages(d.chunks[i], d.data[i]); err != nil {
+		if err := s.WriteChunk(chunk.Chunk{Pages: d.chunks[i], Data: d.data[i]}); err != nil {
 			t.Fatal(err)
 		}
 		sent += uint64(len(d.chunks[i]))
 	}
-	incomplete, err := s.Abort()
+	err = s.Abort()
+	incomplete := s.Incomplete()
 	if want := fmt.Sprint([]int{0, 1, 2}[stopIn:]); err != nil || fmt.Sprint(incomplete) != want {
 		t.Fatalf("Abort: parts %v incomplete, %v; want %s", incomplete, err, want)
 	}
@@ -638,12 +642,12 @@ func splitAbort(t *testing.T, stopIn int) {
 		}
 		dp.Close()
 	}
-	set, err := OpenSplitSet(paths)
+	set, err := convert.OpenSplitSet(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out splitMem
-	if _, err := set.Reassemble(&out); err != nil {
+	if _, err := set.Reassemble(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.b

@@ -85,7 +85,7 @@ func readDump(f dumpFile, size int64) (*Dump, error) {
 	if d.Sub, err = kdumpfmt.UnmarshalSubHeader(sb); err != nil {
 		return nil, err
 	}
-	reg := kdumpfmt.RegionsOf(d.Header, d.Sub)
+	reg := kdumpfmt.LayoutOf(d.Header, d.Sub)
 	d.MaxMapnr = reg.MaxMapnr
 	half := reg.BitmapSize
 	if d.MaxMapnr > half*8 {

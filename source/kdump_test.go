@@ -159,7 +159,7 @@ func FuzzRearrange(f *testing.F) {
 	f.Add(stream.Bytes()[:4100])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var w boundedWriter
-		_, _ = Rearrange(bytes.NewReader(b), &w)
+		_, _ = kdumpfmt.Unflatten(bytes.NewReader(b), &w)
 	})
 }
 

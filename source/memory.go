@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"pagepipe/bitmap"
+	"pagepipe/kdumpfmt"
 	"pagepipe/kernel"
 )
 
@@ -137,7 +138,7 @@ func RearrangeToTemp(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: rebuild the flattened dump: %w", path, err)
 	}
-	_, err = Rearrange(bufio.NewReaderSize(in, 1<<20), tmp)
+	_, err = kdumpfmt.Unflatten(bufio.NewReaderSize(in, 1<<20), tmp)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -29,13 +29,16 @@ func TestNoBenchDependencies(t *testing.T) {
 
 // cmd/pagepipe is the command line only: flags, console, messages, exit
 // codes. The dump itself is the engine's (pagepipe/dump); of the project
-// it may import nothing else but the CPU-set helpers.
+// it may import nothing else but the process-wide helpers: the CPU set,
+// the memory probe (the garbage collector's limit) and the run statistics
+// (--stats-file).
 func TestImportsOnlyTheEngine(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "pagepipe/cmd/pagepipe").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	allowed := map[string]bool{"pagepipe/dump": true, "pagepipe/internal/cpuset": true}
+	allowed := map[string]bool{"pagepipe/dump": true, "pagepipe/internal/cpuset": true,
+		"pagepipe/internal/memprobe": true, "pagepipe/internal/runstats": true}
 	seen := false
 	for _, p := range strings.Fields(string(out)) {
 		if p == "pagepipe/dump" {
@@ -56,11 +59,47 @@ var layers = [][]string{
 	{"cmd/pagepipe", "cmd/pagepipe-bench"},
 	{"bench", "internal/synth"},
 	{"dump", "internal/fixture"},
-	{"pipeline", "priority"},
-	{"filter", "sink"},
+	// The page's way: filter (reads source) decides, pipeline copies,
+	// sink writes; side by side, none imports another. convert rebuilds
+	// dumps from dumps (reads source, writes as sink writes).
+	{"filter", "pipeline", "sink", "priority", "convert"},
 	{"source"},
 	{"codec", "kernel", "erase"},
-	{"kdumpfmt", "bitmap", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/integration", "debuginfo"},
+	{"kdumpfmt", "bitmap", "chunk", "internal/reorder", "codec/lzo", "internal/cpuclock", "internal/cpuset", "internal/memprobe", "internal/runstats", "internal/integration", "debuginfo"},
+}
+
+// A page goes down one way: source → filter → pipeline → sink. The
+// pipeline knows the chunks (pagepipe/chunk) and the interfaces its
+// writers satisfy, not the filter that chose the pages, the writers or
+// the engine; a writer knows neither the pipeline nor the reader of the
+// input.
+func TestDataFlow(t *testing.T) {
+	for _, c := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{"pipeline", []string{"sink", "filter", "dump", "source", "priority"}},
+		{"sink", []string{"source", "pipeline", "filter", "dump", "priority"}},
+		{"filter", []string{"pipeline", "sink", "dump"}},
+		{"source", []string{"sink", "pipeline", "filter", "convert"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", "pagepipe/"+c.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", c.pkg, err)
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			deps[p] = true
+		}
+		if !deps["pagepipe/"+c.pkg] {
+			t.Fatalf("go list -deps %s does not list it: %q", c.pkg, out)
+		}
+		for _, f := range c.forbidden {
+			if deps["pagepipe/"+f] {
+				t.Errorf("%s depends on %s", c.pkg, f)
+			}
+		}
+	}
 }
 
 // Arrows point down only.

@@ -79,3 +79,22 @@ func TestGCLimitFor(t *testing.T) {
 		}
 	}
 }
+
+// On one P a copy pass gets a second, and the first back after it; with
+// more it is left alone.
+func TestProcessCopyPass(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	done := process{}.CopyPass(1)
+	if n := runtime.GOMAXPROCS(0); n != 2 {
+		t.Fatalf("in a copy pass on one P: GOMAXPROCS %d, want 2", n)
+	}
+	done()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Fatalf("after it: GOMAXPROCS %d, want 1", n)
+	}
+	runtime.GOMAXPROCS(3)
+	process{}.CopyPass(3)()
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Fatalf("a copy pass on 3 Ps left GOMAXPROCS %d", n)
+	}
+}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"pagepipe/filter"
+	"pagepipe/chunk"
 	"pagepipe/internal/synth"
 	"pagepipe/kdumpfmt"
 	"pagepipe/source"
@@ -54,7 +54,7 @@ func TestInspectCountsSharedZeroPages(t *testing.T) {
 				if err := d.ReadPage(pfn, page); err != nil {
 					t.Fatal(err)
 				}
-				if filter.IsZero(page) {
+				if chunk.IsZero(page) {
 					want++
 				}
 			}

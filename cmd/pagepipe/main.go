@@ -26,6 +26,8 @@ import (
 
 	"pagepipe/dump"
 	"pagepipe/internal/cpuset"
+	"pagepipe/internal/memprobe"
+	"pagepipe/internal/runstats"
 )
 
 // progName ends the final message line ("makedumpfile Completed." when
@@ -33,7 +35,7 @@ import (
 var progName = "pagepipe"
 
 func main() {
-	avail, _ := dump.AvailableMemory() // 0 when unknown: the floor
+	avail, _ := memprobe.Available() // 0 when unknown: the floor
 	collectWhenLarge(gcLimitFor(avail), os.Getenv)
 	if name := filepath.Base(os.Args[0]); name == "makedumpfile" {
 		progName = name
@@ -150,7 +152,8 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	noteNoops(c, o)
 	if o.rearrange {
-		if err := dump.Rearrange(stdin, o.args[0], o.force, o.dryRun); err != nil {
+		err := dump.Rearrange(context.Background(), dump.RearrangeOptions{Stream: stdin, Path: o.args[0], Force: o.force, DryRun: o.dryRun})
+		if err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", o.args[0])
@@ -162,7 +165,8 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(c, fmt.Errorf("--reassemble: need at least two split DUMPFILEs and the DUMPFILE to write, got %d arguments", len(o.args)))
 		}
 		out := o.args[len(o.args)-1]
-		if err := dump.Reassemble(o.args[:len(o.args)-1], out, o.force); err != nil {
+		err := dump.Reassemble(context.Background(), dump.ReassembleOptions{Parts: o.args[:len(o.args)-1], Path: out, Force: o.force})
+		if err != nil {
 			return fail(c, err)
 		}
 		c.msg("\nThe dumpfile is saved to %s.\n", out)
@@ -219,7 +223,7 @@ func runDump(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.printReport(res)
 	if o.statsFile != "" {
-		if err := dump.WriteStats(o.statsFile, res.Stats()); err != nil {
+		if err := runstats.Write(o.statsFile, res.Stats()); err != nil {
 			return fail(c, err)
 		}
 	}
@@ -346,3 +350,24 @@ func memUsage(c *console, o *options, stdout io.Writer) int {
 	u.Print(stdout)
 	return exitOK
 }
+
+// process is pagepipe's process-wide settings around the engine's passes
+// (dump.Process): the engine, a library, makes none itself.
+type process struct{}
+
+// CopyPass gives the runtime a second P while a copy pass runs on one.
+// With one P, the runtime's monitor takes it from a worker in a write of
+// more than about 20 µs, hands it to another thread and back, and keeps
+// polling every 20 µs: on one CPU that churn doubled the context switches
+// of a -l pass. A second P, idle, makes it leave the syscall alone
+// (docs/scaling.md). The workers were counted before: still one.
+func (process) CopyPass(int) func() {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(2)
+	return func() { runtime.GOMAXPROCS(prev) }
+}
+
+// Collect collects the garbage the engine just dropped.
+func (process) Collect() { runtime.GC() }

@@ -571,6 +571,7 @@ func (o *options) dumpOptions(stdout io.Writer) dump.Options {
 		ExcludeVmemmap:  o.excludeVmemmap,
 		KeepPartialData: o.partialPages == partialPagesKeep,
 		Program:         progName,
+		Process:         process{},
 		Out: dump.Output{
 			Force:         o.force,
 			DryRun:        o.dryRun,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"pagepipe/chunk"
 	"pagepipe/filter"
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/integration"
@@ -86,7 +87,7 @@ func sample(path string, n int) (*Sample, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !filter.IsZero(page) {
+		if !chunk.IsZero(page) {
 			pfns = append(pfns, pfn)
 		}
 	}

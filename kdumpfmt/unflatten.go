@@ -1,14 +1,12 @@
-package source
+package kdumpfmt
 
 import (
 	"errors"
 	"fmt"
 	"io"
-
-	"pagepipe/kdumpfmt"
 )
 
-// Rearrange rebuilds a dump file from a flattened stream (-R): each
+// Unflatten rebuilds a dump file from a flattened stream: each
 // record's bytes are written at its offset. It stops at the end marker and
 // ignores what follows (a raw partition holds old data after the stream).
 // A stream that ends before its end marker (the writer was stopped, or the
@@ -16,19 +14,19 @@ import (
 // records before the cut are written, the one it cuts is dropped whole
 // (a descriptor record cut in two would leave a corrupt descriptor), so
 // what was written is the stream's consistent prefix.
-func Rearrange(r io.Reader, w io.WriterAt) (written int64, err error) {
-	head := make([]byte, kdumpfmt.FlatHeaderSize)
+func Unflatten(r io.Reader, w io.WriterAt) (written int64, err error) {
+	head := make([]byte, FlatHeaderSize)
 	if _, err := io.ReadFull(r, head); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, kdumpfmt.ErrNotFlattened
+			return 0, ErrNotFlattened
 		}
 		return 0, err
 	}
-	if err := kdumpfmt.CheckFlatHeader(head); err != nil {
+	if err := CheckFlatHeader(head); err != nil {
 		return 0, err
 	}
 	buf := make([]byte, 1<<20)
-	var h [kdumpfmt.FlatRecordSize]byte
+	var h [FlatRecordSize]byte
 	var maxEnd int64
 	cut := func(rec int, err error) error {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -40,7 +38,7 @@ func Rearrange(r io.Reader, w io.WriterAt) (written int64, err error) {
 		if _, err := io.ReadFull(r, h[:]); err != nil {
 			return written, cut(rec, err)
 		}
-		off, size, end := kdumpfmt.FlatRecord(h[:])
+		off, size, end := FlatRecord(h[:])
 		if end {
 			return written, nil
 		}
@@ -80,7 +78,7 @@ func Rearrange(r io.Reader, w io.WriterAt) (written int64, err error) {
 	}
 }
 
-// maxBufferedRecord is the largest record Rearrange reads whole before
+// maxBufferedRecord is the largest record Unflatten reads whole before
 // writing it. pagepipe's records are at most a chunk's data (1 MiB, more
 // only for a page larger than that) or a descriptor buffer's; makedumpfile's
 // are its write buffer's.

@@ -1,4 +1,7 @@
-package dump
+// Package runstats is what one dump says about itself for the bench, in
+// one documented JSON shape, and the peak memory of a process: written by
+// pagepipe's hidden --stats-file, read back by cmd/pagepipe-bench.
+package runstats
 
 import (
 	"encoding/json"
@@ -9,10 +12,10 @@ import (
 )
 
 // Stats is what one dump says about itself for the bench, in one
-// documented JSON shape: pagepipe's hidden --stats-file writes it (see
-// WriteStats), and cmd/pagepipe-bench, which runs every measured dump as a
-// process of its own pinned to its CPUs (so that its rusage and peak RSS
-// are the dump's alone), reads it back (ReadStats). Times are seconds; the
+// documented JSON shape: pagepipe's hidden --stats-file writes it (Write,
+// from dump.Result.Stats), and cmd/pagepipe-bench, which runs every
+// measured dump as a process of its own pinned to its CPUs (so that its
+// rusage and peak RSS are the dump's alone), reads it back (Read). Times are seconds; the
 // parent adds the process's total user and system time from wait4.
 type Stats struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
@@ -53,8 +56,8 @@ type Stats struct {
 	StoreCPU    float64 `json:"store_cpu_s"`
 }
 
-// WriteStats writes s to path as JSON.
-func WriteStats(path string, s Stats) error {
+// Write writes s to path as JSON.
+func Write(path string, s Stats) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("stats file: %w", err)
@@ -65,8 +68,8 @@ func WriteStats(path string, s Stats) error {
 	return nil
 }
 
-// ReadStats reads what WriteStats wrote.
-func ReadStats(path string) (Stats, error) {
+// Read reads what Write wrote.
+func Read(path string) (Stats, error) {
 	var s Stats
 	b, err := os.ReadFile(path)
 	if err != nil {

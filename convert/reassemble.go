@@ -1,8 +1,9 @@
-package sink
+package convert
 
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -167,7 +168,7 @@ func sameDump(a, b *splitPart) error {
 // (makedumpfile zeroes it, or its data lies past the end of the file)
 // leaves the bitmap as well, so that every page the output's bitmap holds
 // has its data. Lost counts the pages missing.
-func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
+func (s *SplitSet) Reassemble(ctx context.Context, out io.WriterAt) (written uint64, err error) {
 	first, err := source.OpenDump(s.parts[0].path)
 	if err != nil {
 		return 0, err
@@ -179,26 +180,26 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	reg := kdumpfmt.RegionsOf(h, &sub)
+	reg := kdumpfmt.LayoutOf(h, &sub)
 	l := layout{bitmaps: reg.Bitmap1, descs: reg.Descs}
 	l.data = l.descs + pages*kdumpfmt.PageDescSize
 
 	w := &posWriter{out: out}
 	if err := w.writeAt(s.header, 0); err != nil {
-		return w.n.Load(), err
+		return w.n, err
 	}
 	if sub.SizeNote > 0 {
 		notes, _, _, _ := first.Notes()
 		if uint64(len(notes)) != sub.SizeNote {
-			return w.n.Load(), fmt.Errorf("%s: cannot read its %d bytes of notes", first.Path, sub.SizeNote)
+			return w.n, fmt.Errorf("%s: cannot read its %d bytes of notes", first.Path, sub.SizeNote)
 		}
 		if err := w.writeAt(notes, sub.OffsetNote); err != nil {
-			return w.n.Load(), err
+			return w.n, err
 		}
 	}
 	// The sub header is written last, when the eraseinfo's place is known.
 	if err := w.copyFrom(s.parts[0].path, l.bitmaps, l.descs-l.bitmaps, l.bitmaps); err != nil {
-		return w.n.Load(), fmt.Errorf("bitmaps: %w", err)
+		return w.n, fmt.Errorf("bitmaps: %w", err)
 	}
 
 	descs := newSeqWriter(w, l.descs, descBufSize)
@@ -206,7 +207,7 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	zeroPage := sub.DumpLevel&1 != 0
 	if zeroPage {
 		if err := data.write(make([]byte, bs)); err != nil {
-			return w.n.Load(), err
+			return w.n, err
 		}
 	}
 	// The parts' bitmaps agree but in the ranges of incomplete parts.
@@ -218,21 +219,24 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 	}
 	dumpable := first.Dumpable.Clone() // the output's 2nd bitmap
 	for _, p := range s.parts {
+		if err := ctx.Err(); err != nil {
+			return w.n, err
+		}
 		if err := copyPart(first, p, l, cut, dumpable, descs, data, zeroPage); err != nil {
-			return w.n.Load(), fmt.Errorf("%s: %w", p.path, err)
+			return w.n, fmt.Errorf("%s: %w", p.path, err)
 		}
 	}
 	if err := data.flush(); err != nil {
-		return w.n.Load(), err
+		return w.n, err
 	}
 	if err := descs.flush(); err != nil {
-		return w.n.Load(), err
+		return w.n, err
 	}
 	// The descriptor area is reserved for every page the dump was to hold.
 	s.Lost = (l.data-l.descs)/kdumpfmt.PageDescSize - dumpable.Count(0, dumpable.Len())
 	if !dumpable.Equal(first.Dumpable) {
 		if err := w.writeBitmap(dumpable, reg.Bitmap2, reg.BitmapSize); err != nil {
-			return w.n.Load(), err
+			return w.n, err
 		}
 	}
 
@@ -243,7 +247,7 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 			continue
 		}
 		if err := w.copyFrom(p.path, p.sub.OffsetEraseinfo, p.sub.SizeEraseinfo, data.next+sub.SizeEraseinfo); err != nil {
-			return w.n.Load(), fmt.Errorf("%s: eraseinfo: %w", p.path, err)
+			return w.n, fmt.Errorf("%s: eraseinfo: %w", p.path, err)
 		}
 		sub.SizeEraseinfo += p.sub.SizeEraseinfo
 	}
@@ -251,9 +255,9 @@ func (s *SplitSet) Reassemble(out Output) (written uint64, err error) {
 		sub.OffsetEraseinfo = data.next
 	}
 	if err := w.writeAt(sub.Marshal(), bs); err != nil {
-		return w.n.Load(), err
+		return w.n, err
 	}
-	return w.n.Load(), nil
+	return w.n, nil
 }
 
 // layout is where the regions of every part, and of the output, start.
@@ -368,6 +372,39 @@ func copyPart(first *source.Dump, p splitPart, l layout, cut [][2]uint64, dumpab
 		}
 	}
 	return nil
+}
+
+// posWriter writes to the output at absolute offsets, wrapping errors
+// with where they happened and counting the bytes written.
+type posWriter struct {
+	out io.WriterAt
+	n   uint64
+}
+
+func (w *posWriter) writeAt(p []byte, off uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := w.out.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("write %d bytes at offset %d: %w", len(p), off, err)
+	}
+	w.n += uint64(len(p))
+	return nil
+}
+
+// writeBitmap writes m, padded with zeros to size bytes, at off, in
+// pieces of 64 KiB.
+func (w *posWriter) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
+	buf := make([]byte, min(size, 64<<10))
+	for done := uint64(0); done < size; {
+		n := min(uint64(len(buf)), size-done)
+		m.PutBytes(buf[:n], done)
+		if err := w.writeAt(buf[:n], off+done); err != nil {
+			return fmt.Errorf("bitmap: %w", err)
+		}
+		done += n
+	}
+	return m.Err()
 }
 
 // copyFrom copies size bytes at off in the file at path to dst.
