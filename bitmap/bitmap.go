@@ -17,6 +17,7 @@ package bitmap
 
 import (
 	"encoding/binary"
+	"fmt"
 	"iter"
 	"math/bits"
 	"sync"
@@ -473,6 +474,23 @@ func (m *Bitmap) PutBytes(dst []byte, off uint64) {
 			dst[i] = 0
 		}
 	}
+}
+
+// WriteOut writes m's on-disk form, padded with zeros to size bytes, by
+// write(piece, at) in pieces of at most len(buf) bytes (at counts from the
+// form's start), and then reports m.Err: a windowed bitmap says there
+// whether a window could not be made. The kdump writer and --reassemble
+// write their bitmaps through it.
+func (m *Bitmap) WriteOut(buf []byte, size uint64, write func(piece []byte, at uint64) error) error {
+	for done := uint64(0); done < size; {
+		n := min(uint64(len(buf)), size-done)
+		m.PutBytes(buf[:n], done)
+		if err := write(buf[:n], done); err != nil {
+			return fmt.Errorf("bitmap: %w", err)
+		}
+		done += n
+	}
+	return m.Err()
 }
 
 // allocated is how many 4 KiB blocks of words the bitmap holds in memory.

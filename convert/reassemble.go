@@ -396,15 +396,7 @@ func (w *posWriter) writeAt(p []byte, off uint64) error {
 // pieces of 64 KiB.
 func (w *posWriter) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 	buf := make([]byte, min(size, 64<<10))
-	for done := uint64(0); done < size; {
-		n := min(uint64(len(buf)), size-done)
-		m.PutBytes(buf[:n], done)
-		if err := w.writeAt(buf[:n], off+done); err != nil {
-			return fmt.Errorf("bitmap: %w", err)
-		}
-		done += n
-	}
-	return m.Err()
+	return m.WriteOut(buf, size, func(p []byte, at uint64) error { return w.writeAt(p, off+at) })
 }
 
 // copyFrom copies size bytes at off in the file at path to dst.

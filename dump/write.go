@@ -440,19 +440,16 @@ func (l kdumpLayout) open(outs []sink.Output) (shape, error) {
 	if l.prio != nil {
 		prio = l.prio.Set()
 	}
-	if _, stream := outs[0].(*sink.Flat); stream {
-		k, err := sink.NewKdump(outs[0], l.meta)
-		if err != nil {
-			return nil, err
-		}
-		if prio != nil {
-			if err := k.SetPriority(prio); err != nil {
-				return nil, err
-			}
-		}
-		return k, nil
+	var k interface {
+		shape
+		SetPriority(*bitmap.Bitmap) error
 	}
-	k, err := sink.NewPlacedKdump(outs[0], l.meta)
+	var err error
+	if _, stream := outs[0].(*sink.Flat); stream {
+		k, err = sink.NewKdump(outs[0], l.meta)
+	} else {
+		k, err = sink.NewPlacedKdump(outs[0], l.meta)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,12 @@ func vmcoreinfoOf(t *testing.T, vmcore string) *kernel.VMCOREINFO {
 		t.Fatal(err)
 	}
 	defer v.Close()
+	return vmcoreinfoIn(t, v)
+}
+
+// vmcoreinfoIn is the VMCOREINFO of the open vmcore v.
+func vmcoreinfoIn(t *testing.T, v *source.Vmcore) *kernel.VMCOREINFO {
+	t.Helper()
 	vi, err := kernel.ParseVMCOREINFO(v.Vmcoreinfo())
 	if err != nil {
 		t.Fatal(err)

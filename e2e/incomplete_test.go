@@ -22,7 +22,6 @@ import (
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/kdumpfmt"
-	"pagepipe/kernel"
 	"pagepipe/priority"
 	"pagepipe/source"
 )
@@ -224,12 +223,7 @@ func sessionEnd(t *testing.T, fx fixture.Paths) uint64 {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	notes, _, off, size := v.Notes()
-	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := priority.Find(v, vi)
+	set, err := priority.Find(v, vmcoreinfoIn(t, v))
 	if err != nil {
 		t.Fatal(err)
 	}

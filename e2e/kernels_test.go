@@ -13,7 +13,6 @@ import (
 	"pagepipe/internal/fixture"
 	"pagepipe/internal/judge"
 	"pagepipe/internal/judge/structpage"
-	"pagepipe/kernel"
 	"pagepipe/source"
 )
 
@@ -56,11 +55,7 @@ func newKernel(t *testing.T, opt fixture.Options, release string, la57 bool) str
 		t.Fatal(err)
 	}
 	defer v.Close()
-	notes, _, off, size := v.Notes()
-	vi, err := kernel.ParseVMCOREINFO(notes[off : off+size])
-	if err != nil {
-		t.Fatal(err)
-	}
+	vi := vmcoreinfoIn(t, v)
 	if !strings.HasPrefix(vi.OSRelease(), release) {
 		t.Fatalf("fixture %+v runs kernel %s, want %s", opt, vi.OSRelease(), release)
 	}

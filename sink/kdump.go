@@ -54,17 +54,7 @@ func (w *posWriter) writeBitmap(m *bitmap.Bitmap, off, size uint64) error {
 	pb := bitmapBufs.Get().(*[64 << 10]byte)
 	defer bitmapBufs.Put(pb)
 	buf := pb[:min(size, uint64(len(pb)))]
-	for done := uint64(0); done < size; {
-		n := min(uint64(len(buf)), size-done)
-		m.PutBytes(buf[:n], done)
-		if err := w.writeAt(buf[:n], off+done); err != nil {
-			return fmt.Errorf("bitmap: %w", err)
-		}
-		done += n
-	}
-	// A bitmap made in cycles (bitmap.NewWindowed) says here whether a
-	// cycle could not be made.
-	return m.Err()
+	return m.WriteOut(buf, size, func(p []byte, at uint64) error { return w.writeAt(p, off+at) })
 }
 
 // Meta is everything in a kdump file besides the pages.
